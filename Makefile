@@ -1,0 +1,33 @@
+# The two commands of the README. Both set up everything themselves on a fresh machine:
+# a virtual environment in .venv, torch (a CPU build, pinned, where there is no CUDA), and an
+# editable install of coupled_qk with its dependencies.
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+SCALE   ?= cpu
+PYTHON  ?= python3
+# An unpinned torch pulls a multi-GB CUDA build; without a GPU we pin the CPU build.
+TORCH   ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo torch || echo torch==2.13.0)
+
+.PHONY: setup test reproduce export clean-nbs
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check "$(TORCH)"
+	$(PY) -m pip install -q --disable-pip-version-check -e .
+	touch $@
+
+# Run every notebook's tests (through pytest, one notebook at a time) and the project checks.
+test: setup
+	$(PY) -m pytest tests
+
+# The main job: regenerate the figures and tables at SCALE (default: cpu).
+reproduce: setup
+	$(VENV)/bin/coupled-qk reproduce --scale $(SCALE)
+
+# Developer helpers: export the package from the notebooks, and clean the notebooks.
+export: setup
+	$(VENV)/bin/nbdev-export
+clean-nbs: setup
+	$(VENV)/bin/nbdev-clean

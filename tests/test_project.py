@@ -1,0 +1,65 @@
+"""Project hygiene: the package is the notebooks' export, the notebooks are clean, the dependency lists
+agree, and CI runs the README's test command."""
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+from conftest import ROOT
+
+BIN = Path(sys.executable).parent
+
+
+def _copy_project(dst: Path):
+    for name in ("pyproject.toml", "settings.ini", "README.md"):
+        if (ROOT / name).exists(): shutil.copy(ROOT / name, dst / name)
+    shutil.copytree(ROOT / "nbs", dst / "nbs", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(ROOT / "coupled_qk", dst / "coupled_qk", ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def _tree(d: Path, pattern: str):
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob(pattern))
+            if ".ipynb_checkpoints" not in p.parts and "__pycache__" not in p.parts}
+
+
+def test_export_in_sync(tmp_path):
+    _copy_project(tmp_path)
+    for p in (tmp_path / "coupled_qk").glob("*.py"):
+        if p.name != "__init__.py": p.unlink()  # export must recreate every module
+    subprocess.run([BIN / "nbdev-export"], cwd=tmp_path, check=True, capture_output=True)
+    fresh, committed = _tree(tmp_path / "coupled_qk", "*.py"), _tree(ROOT / "coupled_qk", "*.py")
+    stale = sorted(k for k in set(fresh) | set(committed) if fresh.get(k) != committed.get(k))
+    assert not stale, f"coupled_qk/ is out of sync with nbs/ in {stale}: run `make export` and commit"
+
+
+def test_notebooks_clean(tmp_path):
+    _copy_project(tmp_path)
+    subprocess.run([BIN / "nbdev-clean"], cwd=tmp_path, check=True, capture_output=True)
+    cleaned, committed = _tree(tmp_path / "nbs", "*.ipynb"), _tree(ROOT / "nbs", "*.ipynb")
+    dirty = sorted(k for k in committed if cleaned.get(k) != committed[k])
+    assert not dirty, f"notebooks not clean: {dirty}: run `make clean-nbs` and commit"
+
+
+def _names(specs):
+    return sorted(re.split(r"[<>=!~ \[]", s, maxsplit=1)[0].strip().lower().replace("_", "-") for s in specs)
+
+
+def test_environment_matches_pyproject():
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+    pip = next(d["pip"] for d in env if isinstance(d, dict) and "pip" in d)
+    conda = [d for d in env if isinstance(d, str) and not d.startswith(("python", "pip"))]
+    assert _names(deps) == _names(pip + conda), "environment.yml and pyproject.toml list different dependencies"
+    assert sorted(map(str.strip, deps)) == sorted(map(str.strip, pip + conda)), "same names, different version specs"
+
+
+def test_ci_runs_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", readme, re.S)
+    cmds = [l.strip() for b in blocks for l in b.splitlines() if l.strip() and not l.strip().startswith("#")]
+    assert cmds[:2] == ["make reproduce", "make test"], f"README's first two commands are {cmds[:2]}"
+    ci = [l.strip() for l in (ROOT / ".ci/run").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    assert ci[-1] == "make test", ".ci/run must end by running the README's test command"
