@@ -2,6 +2,11 @@
 
 Modules:
 
+- `coupled_qk.attention`: One causal self-attention module per variant: `standard`, the coupled `hamiltonian`, `euler` and `mlp_only`, Differential Attention (`differential`), and our combination, `coupled_differential`.
+- `coupled_qk.cli`: `coupled-qk`: one entry point for the project's jobs. Each subcommand validates its options before any work starts and prints where its results went.
+- `coupled_qk.integrators`: Coupled query–key dynamics: q and k evolve together, like position and momentum, for n steps of a learned dynamical system before attention scores them.
+- `coupled_qk.model`: A nanoGPT-style decoder that takes any attention variant: pre-norm blocks, tied embeddings, no biases, a GELU MLP, GPT-2 initialisation, and `generate`. Plus the presets from a laptop smoke test to the paper's 350M.
+- `coupled_qk.mqar`: The MQAR toy task of Zoology: a context of key-value pairs, then every key asked again; the model must answer each with its value. A fast, seeded, vectorised numpy generator.
 - `coupled_qk.settings`: Where data, runs and figures go, which device to use, and where offline copies of the paper's corpora live: one small file, `settings.ini`, read by one small function."""
 
 __version__ = "0.1.0"
