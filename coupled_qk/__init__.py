@@ -6,9 +6,13 @@ Modules:
 - `coupled_qk.bench`: Training throughput, peak memory and model FLOPs utilisation of every attention variant, measured side by side in one run: variants interleaved over repeats, medians, and ratios to `standard`.
 - `coupled_qk.cli`: `coupled-qk`: one entry point for the project's jobs. Each subcommand validates its options before any work starts and prints where its results went.
 - `coupled_qk.data`: Corpora, tokenizers, token caches and GLUE: every text the experiments see comes through this module, prepared once by one command (`coupled-qk data prepare NAME`), fingerprinted, and recorded in a manifest.
+- `coupled_qk.glue`: Sentence classification (SST-2, MNLI, QNLI) from a trained language model — and the same architecture trained from scratch as the control.
 - `coupled_qk.integrators`: Coupled query–key dynamics: q and k evolve together, like position and momentum, for n steps of a learned dynamical system before attention scores them.
 - `coupled_qk.model`: A nanoGPT-style decoder that takes any attention variant: pre-norm blocks, tied embeddings, no biases, a GELU MLP, GPT-2 initialisation, and `generate`. Plus the presets from a laptop smoke test to the paper's 350M.
 - `coupled_qk.mqar`: The MQAR toy task of Zoology: a context of key-value pairs, then every key asked again; the model must answer each with its value. A fast, seeded, vectorised numpy generator.
-- `coupled_qk.settings`: Where data, runs and figures go, which device to use, and where offline copies of the paper's corpora live: one small file, `settings.ini`, read by one small function."""
+- `coupled_qk.repro`: The artifact registry, the scales, and the runner behind `coupled-qk reproduce`: which runs each figure and table needs, which of them are already done, and the papermill executions that make the rest.
+- `coupled_qk.settings`: Where data, runs and figures go, which device to use, and where offline copies of the paper's corpora live: one small file, `settings.ini`, read by one small function.
+- `coupled_qk.stats`: The numbers that go with every comparison: n seeds, mean ± std, Welch's t-test, Hedges' g, a bootstrap confidence interval of the relative change, a variance test for stability claims, Holm's correction across a table, and the tokens-to-target ratio of sample efficiency. All built on `scipy.stats`.
+- `coupled_qk.train`: The trainer: language modelling on a corpus (with exact resume after a crash, a guard against divergence, and data parallelism through torchrun), and MQAR with Zoology's learning-rate sweep."""
 
 __version__ = "0.1.0"
