@@ -4,6 +4,7 @@
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 SCALE   ?= cpu
+JOBS    ?= 2
 PYTHON  ?= python3
 # An unpinned torch pulls a multi-GB CUDA build; without a GPU we pin the CPU build.
 TORCH   ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo torch || echo torch==2.13.0)
@@ -24,7 +25,7 @@ test: setup
 
 # The main job: regenerate the figures and tables at SCALE (default: cpu).
 reproduce: setup
-	$(VENV)/bin/coupled-qk reproduce --scale $(SCALE)
+	$(VENV)/bin/coupled-qk reproduce --scale $(SCALE) --jobs $(JOBS)
 
 # Developer helpers: export the package from the notebooks, and clean the notebooks.
 export: setup
