@@ -2,12 +2,13 @@
 
 Modules:
 
-- `coupled_qk.attention`: One causal self-attention module per variant: `standard`, the coupled `hamiltonian`, `euler` and `mlp_only`, Differential Attention (`differential`), and our combination, `coupled_differential`.
+- `coupled_qk.attention`: One causal self-attention module per variant: `standard`, the coupled `hamiltonian`, `euler` and `mlp_only`, Differential Attention (`differential`), our combination, `coupled_differential`, and the invertible coupling on either, `invertible` and `invertible_differential`.
 - `coupled_qk.bench`: Training throughput, peak memory and model FLOPs utilisation of every attention variant, measured side by side in one run: variants interleaved over repeats, medians, and ratios to `standard`.
 - `coupled_qk.cli`: `coupled-qk`: one entry point for the project's jobs. Each subcommand validates its options before any work starts and prints where its results went.
 - `coupled_qk.data`: Corpora, tokenizers, token caches and GLUE: every text the experiments see comes through this module, prepared once by one command (`coupled-qk data prepare NAME`), fingerprinted, and recorded in a manifest.
 - `coupled_qk.glue`: Sentence classification (SST-2, MNLI, QNLI) from a trained language model — and the same architecture trained from scratch as the control.
 - `coupled_qk.integrators`: Coupled query–key dynamics: q and k evolve together, like position and momentum, for n steps of a learned dynamical system before attention scores them.
+- `coupled_qk.invertible`: The paper's later method: per head, q and k are coupled by an invertible map — two alternating affine coupling maps, the identity at initialisation — before attention scores them.
 - `coupled_qk.model`: A nanoGPT-style decoder that takes any attention variant: pre-norm blocks, tied embeddings, no biases, a GELU MLP, GPT-2 initialisation, and `generate`. Plus the presets from a laptop smoke test to the paper's 350M.
 - `coupled_qk.mqar`: The MQAR toy task of Zoology: a context of key-value pairs, then every key asked again; the model must answer each with its value. A fast, seeded, vectorised numpy generator.
 - `coupled_qk.repro`: The artifact registry, the scales, and the runner behind `coupled-qk reproduce`: which runs each figure and table needs, which of them are already done, and the papermill executions that make the rest.

@@ -1,5 +1,6 @@
 """One causal self-attention module per variant: `standard`, the coupled `hamiltonian`, `euler` and
-`mlp_only`, Differential Attention (`differential`), and our combination, `coupled_differential`.
+`mlp_only`, Differential Attention (`differential`), our combination, `coupled_differential`, and the
+invertible coupling on either, `invertible` and `invertible_differential`.
 
 Docs: https://coupled-qk.github.io/coupled_qk/attention.html.md"""
 
@@ -7,21 +8,28 @@ Docs: https://coupled-qk.github.io/coupled_qk/attention.html.md"""
 
 # %% ../nbs/01_attention.ipynb #be03282f
 from __future__ import annotations
+
 import math
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
+
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
-from torch import Tensor
-from .integrators import CoupledDynamics, INTEGRATORS, FORCES
+from torch import Tensor, nn
+
+from .integrators import FORCES, INTEGRATORS, CoupledDynamics
+from .invertible import InvertibleCoupling
 
 # %% auto #0
-__all__ = ['VARIANTS', 'COUPLED', 'POSITIONAL', 'ATTENTION', 'AttentionConfig', 'Rotary', 'attend', 'attention_map',
-           'naive_attend', 'CausalSelfAttention', 'lambda_init', 'DifferentialAttention', 'build_attention']
+__all__ = ['VARIANTS', 'COUPLED', 'INVERTIBLE', 'DIFFERENTIAL', 'POSITIONAL', 'ATTENTION', 'AttentionConfig', 'Rotary', 'attend',
+           'attention_map', 'naive_attend', 'CausalSelfAttention', 'lambda_init', 'DifferentialAttention',
+           'build_attention']
 
 # %% ../nbs/01_attention.ipynb #01c6ddd0
-VARIANTS = ("standard", "hamiltonian", "euler", "mlp_only", "differential", "coupled_differential")
+VARIANTS = ("standard", "hamiltonian", "euler", "mlp_only", "differential", "coupled_differential",
+            "invertible", "invertible_differential")
 COUPLED = ("hamiltonian", "euler", "mlp_only", "coupled_differential")   # variants with dynamics
+INVERTIBLE = ("invertible", "invertible_differential")                  # variants with the invertible coupling
+DIFFERENTIAL = ("differential", "coupled_differential", "invertible_differential")   # H/2 heads of two maps
 POSITIONAL = ("rope", "learned")
 
 @dataclass
@@ -34,9 +42,11 @@ class AttentionConfig:
     force: str = "mlp"               # mlp (the paper) | gradient (f = −∇V)
     shared_force: bool = True        # one force per layer (True) or one per head
     integrator: str = "hamiltonian"  # used by coupled_differential only
+    coupling_hidden: int = 4         # width of the invertible coupling's s and t MLPs (0.3 % at paper-60m)
+    scale_bound: float = 2.0         # the coupling's log-scales are bounded to (−b, b)
     positional: str = "rope"
     rope_base: float = 10_000.0
-    recompute: bool = True           # recompute the dynamics in the backward pass instead of storing them
+    recompute: bool = True           # recompute the dynamics or coupling in the backward pass instead of storing them
 
     def __post_init__(self):
         for kind, value, valid in (("attention variant", self.variant, VARIANTS),
@@ -46,12 +56,21 @@ class AttentionConfig:
             if value not in valid:
                 raise ValueError(f"unknown {kind} {value!r}; valid: {', '.join(valid)}")
         if self.n_steps < 1: raise ValueError(f"n_steps={self.n_steps}; it must be at least 1")
+        if self.coupling_hidden < 1:
+            raise ValueError(f"coupling_hidden={self.coupling_hidden}; it must be at least 1")
+        if self.scale_bound <= 0:
+            raise ValueError(f"scale_bound={self.scale_bound}; it must be positive")
 
     @property
     def method(self) -> str | None:
         "The integrator this variant runs, or None for variants without dynamics."
         if self.variant == "coupled_differential": return self.integrator
         return self.variant if self.variant in COUPLED else None
+
+    @property
+    def invertible(self) -> bool:
+        "Whether this variant couples q and k with the invertible map."
+        return self.variant in INVERTIBLE
 
 # %% ../nbs/01_attention.ipynb #fe8df34f
 class Rotary(nn.Module):
@@ -95,7 +114,7 @@ def naive_attend(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
 
 # %% ../nbs/01_attention.ipynb #6095900d
 class CausalSelfAttention(nn.Module):
-    "Causal self-attention: `standard`, or coupled (`hamiltonian`, `euler`, `mlp_only`) per `cfg.variant`."
+    "Causal self-attention: `standard`, coupled (`hamiltonian`, `euler`, `mlp_only`) or `invertible`, per `cfg.variant`."
     def __init__(self, cfg: AttentionConfig, d_model: int, n_heads: int, layer_idx: int = 0):
         super().__init__()
         if d_model % n_heads:
@@ -106,12 +125,16 @@ class CausalSelfAttention(nn.Module):
         self.rope = Rotary(self.head_dim, cfg.rope_base) if cfg.positional == "rope" else None
         self.dynamics = (CoupledDynamics(cfg.method, n_heads, self.head_dim, cfg.n_steps, cfg.dt_init,
                                          cfg.hidden, cfg.force, cfg.shared_force, cfg.recompute) if cfg.method else None)
+        self.coupling = (InvertibleCoupling(n_heads, self.head_dim, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
+                         if cfg.invertible else None)
 
     def qk_v(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        "q, k (after dynamics and rotary) and v, each (B, H, T, d_h)."
-        B, T, C = x.shape
+        "q, k (after the dynamics or coupling, and rotary) and v, each (B, H, T, d_h)."
+        B, T, _ = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         if self.dynamics is not None: q, k = self.dynamics(q, k)
+        if self.coupling is not None:
+            q, k = self.coupling(q, k)
         if self.rope is not None: q, k = self.rope(q), self.rope(k)
         return q, k, v
 
@@ -126,7 +149,7 @@ def lambda_init(layer_idx: int) -> float:
     return 0.8 - 0.6 * math.exp(-0.3 * layer_idx)
 
 class DifferentialAttention(nn.Module):
-    "Differential Attention V1 (`differential`), optionally with coupled q/k dynamics (`coupled_differential`)."
+    "Differential Attention V1 (`differential`), with q/k dynamics (`coupled_differential`) or coupling (`invertible_differential`)."
     def __init__(self, cfg: AttentionConfig, d_model: int, n_heads: int, layer_idx: int = 0):
         super().__init__()
         if d_model % n_heads or n_heads % 2:
@@ -143,6 +166,8 @@ class DifferentialAttention(nn.Module):
         self.rope = Rotary(d, cfg.rope_base) if cfg.positional == "rope" else None
         self.dynamics = (CoupledDynamics(cfg.method, 2 * self.n_heads, d, cfg.n_steps, cfg.dt_init,
                                          cfg.hidden, cfg.force, cfg.shared_force, cfg.recompute) if cfg.method else None)
+        self.coupling = (InvertibleCoupling(2 * self.n_heads, d, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
+                         if cfg.invertible else None)
 
     def lam(self) -> Tensor:
         "λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init."
@@ -158,6 +183,8 @@ class DifferentialAttention(nn.Module):
         k = k.view(B, T, 2 * h, d).transpose(1, 2)
         v = v.view(B, T, h, 2 * d).transpose(1, 2)                 # (B, h, T, 2d)
         if self.dynamics is not None: q, k = self.dynamics(q, k)
+        if self.coupling is not None:
+            q, k = self.coupling(q, k)
         if self.rope is not None: q, k = self.rope(q), self.rope(k)
         lam = self.lam().to(q.dtype)
         if naive:
@@ -170,7 +197,8 @@ class DifferentialAttention(nn.Module):
 # %% ../nbs/01_attention.ipynb #0f04bcf4
 ATTENTION = {"standard": CausalSelfAttention, "hamiltonian": CausalSelfAttention, "euler": CausalSelfAttention,
              "mlp_only": CausalSelfAttention, "differential": DifferentialAttention,
-             "coupled_differential": DifferentialAttention}
+             "coupled_differential": DifferentialAttention, "invertible": CausalSelfAttention,
+             "invertible_differential": DifferentialAttention}
 
 def build_attention(cfg: AttentionConfig, d_model: int, n_heads: int, layer_idx: int = 0) -> nn.Module:
     "The attention layer for `cfg.variant`."

@@ -8,17 +8,19 @@ Docs: https://coupled-qk.github.io/coupled_qk/model.html.md"""
 
 # %% ../nbs/02_model.ipynb #305f95ae
 from __future__ import annotations
+
 import math
-from dataclasses import dataclass, field, replace, asdict
+from dataclasses import dataclass, field, replace
+
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
-from torch import Tensor
-from .attention import AttentionConfig, build_attention, VARIANTS
+from torch import Tensor, nn
+
+from .attention import DIFFERENTIAL, VARIANTS, AttentionConfig, build_attention
 
 # %% auto #0
-__all__ = ['PRESETS', 'NOMINAL_PARAMS', 'PAPER_OVERHEAD_PCT', 'GPTConfig', 'MLP', 'Block', 'GPT', 'n_params', 'coupling_params',
-           'model_config', 'count_on_meta', 'parameter_table']
+__all__ = ['PRESETS', 'NOMINAL_PARAMS', 'PAPER_OVERHEAD_PCT', 'PAPER_INVERTIBLE_OVERHEAD_PCT', 'GPTConfig', 'MLP', 'Block', 'GPT',
+           'n_params', 'coupling_params', 'model_config', 'count_on_meta', 'parameter_table']
 
 # %% ../nbs/02_model.ipynb #e35c2ee6
 @dataclass
@@ -37,7 +39,7 @@ class GPTConfig:
         if isinstance(self.attention, dict): self.attention = AttentionConfig(**self.attention)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
-        if self.attention.variant in ("differential", "coupled_differential") and self.n_heads % 2:
+        if self.attention.variant in DIFFERENTIAL and self.n_heads % 2:
             raise ValueError(f"{self.attention.variant} attention needs an even n_heads (it uses n_heads/2 "
                              f"heads of two maps); got n_heads={self.n_heads}")
 
@@ -92,7 +94,7 @@ class GPT(nn.Module):
 
     def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         "Logits (B, T, V) for token ids (B, T), and the mean cross-entropy when `targets` are given."
-        B, T = idx.shape
+        T = idx.shape[1]
         if T > self.cfg.seq_len and self.pos_emb is not None:
             raise ValueError(f"sequence of {T} tokens is longer than seq_len={self.cfg.seq_len} of learned positions")
         x = self.tok_emb(idx)
@@ -129,8 +131,8 @@ def n_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 def coupling_params(model: nn.Module) -> int:
-    "Parameters of the coupled dynamics (forces and Δt) in `model`."
-    return sum(p.numel() for n, p in model.named_parameters() if ".dynamics." in n)
+    "Parameters of the q/k coupling in `model`: the dynamics' forces and Δt, or the invertible coupling's MLPs."
+    return sum(p.numel() for n, p in model.named_parameters() if ".dynamics." in n or ".coupling." in n)
 
 # %% ../nbs/02_model.ipynb #2673cc26
 PRESETS: dict[str, GPTConfig] = {
@@ -142,6 +144,7 @@ PRESETS: dict[str, GPTConfig] = {
 }
 NOMINAL_PARAMS = {"paper-60m": 60e6, "paper-150m": 150e6, "paper-350m": 350e6}
 PAPER_OVERHEAD_PCT = 0.11
+PAPER_INVERTIBLE_OVERHEAD_PCT = 0.3       # the later, invertible version
 
 def model_config(preset: str, variant: str = "standard", **overrides) -> GPTConfig:
     "The GPTConfig of `preset` with attention `variant`; `overrides` are AttentionConfig or GPTConfig fields."
@@ -170,6 +173,6 @@ def parameter_table(presets=tuple(PRESETS), variants=VARIANTS):
         base, _ = count_on_meta(model_config(p))
         for v in variants:
             n, c = count_on_meta(model_config(p, v))
-            rows.append(dict(preset=p, variant=v, params=n, params_M=round(n / 1e6, 3),
-                             coupling_params=c, overhead_pct=round(100 * (n - base) / base, 3)))
+            rows.append({"preset": p, "variant": v, "params": n, "params_M": round(n / 1e6, 3),
+                         "coupling_params": c, "overhead_pct": round(100 * (n - base) / base, 3)})
     return pd.DataFrame(rows)
