@@ -5,6 +5,8 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 SCALE   ?= cpu
 JOBS    ?= 2
+# Which artifacts to make (empty = all), e.g. make reproduce ARTIFACTS="main_table corpus"
+ARTIFACTS ?=
 PYTHON  ?= python3
 # An unpinned torch pulls a multi-GB CUDA build; without a GPU we pin the CPU build.
 TORCH   ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo torch || echo torch==2.13.0)
@@ -25,7 +27,7 @@ test: setup
 
 # The main job: regenerate the figures and tables at SCALE (default: cpu).
 reproduce: setup
-	$(VENV)/bin/coupled-qk reproduce --scale $(SCALE) --jobs $(JOBS)
+	$(VENV)/bin/coupled-qk reproduce $(ARTIFACTS) --scale $(SCALE) --jobs $(JOBS)
 
 # Developer helpers: export the package from the notebooks, and clean the notebooks.
 export: setup

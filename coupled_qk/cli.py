@@ -7,10 +7,83 @@ Docs: https://coupled-qk.github.io/coupled_qk/cli.html.md"""
 
 # %% ../nbs/11_cli.ipynb #6a596d86
 from __future__ import annotations
-import argparse, importlib, sys
+import argparse, configparser, dataclasses, importlib, inspect, io, pickle, sys, tokenize, warnings, zipfile
+from dataclasses import fields
+from .settings import UserError
 
 # %% auto #0
-__all__ = ['COMMANDS', 'main']
+__all__ = ['EXPECTED', 'COMMANDS', 'UsageError', 'Parser', 'field_docs', 'config_parser', 'config_from_args', 'one_line',
+           'run_command', 'main']
+
+# %% ../nbs/11_cli.ipynb #5be5c8f9
+class UsageError(UserError):
+    "Bad command-line usage: an unknown option, a value of the wrong type."
+
+class Parser(argparse.ArgumentParser):
+    "argparse whose errors are raised (one line at the boundary) instead of printed with the usage."
+    def error(self, message): raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+def field_docs(cls) -> dict[str, str]:
+    "The trailing `# comment` of each field line in a dataclass's source: the field's documentation."
+    docs = {}
+    try: src = inspect.getsource(cls)
+    except (OSError, TypeError): return docs
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.COMMENT:
+            name = tok.line.strip().split(":")[0].strip()
+            if name.isidentifier(): docs[name] = tok.string.lstrip("# ").strip()
+    return docs
+
+def _field_type(ann: str):
+    ann = str(ann)
+    if ann.startswith("tuple"): return float, "+"
+    for name, t in (("bool", bool), ("int", int), ("float", float), ("str", str)):
+        if ann.split(" ")[0] == name: return t, None
+    return str, None
+
+def config_parser(cls, prog: str, description: str, choices: dict | None = None) -> Parser:
+    "A parser with one --option per field of the dataclass `cls` (unset options keep the dataclass default)."
+    p, docs, choices = Parser(prog=prog, description=description), field_docs(cls), choices or {}
+    for f in fields(cls):
+        t, nargs = _field_type(f.type)
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not dataclasses.MISSING else None
+        valid = f"; valid: {', '.join(map(str, choices[f.name]))}" if f.name in choices else ""
+        text = f"{docs.get(f.name, f.name.replace('_', ' '))} (default {default}{valid})"
+        if t is bool:
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
+        else:
+            p.add_argument(flag, type=t, nargs=nargs, default=None, metavar=f.name.upper(), help=text)
+    return p
+
+def config_from_args(cls, a: argparse.Namespace):
+    "The dataclass `cls` from parsed options (only the options given; the rest keep their defaults)."
+    return cls(**{f.name: getattr(a, f.name) for f in fields(cls) if getattr(a, f.name) is not None})
+
+# %% ../nbs/11_cli.ipynb #4499b036
+EXPECTED = (UserError, OSError, configparser.Error)
+
+def one_line(e: BaseException) -> str:
+    "An exception as one line: its first line, with the file name where the OS names one."
+    if isinstance(e, OSError) and e.filename and e.strerror:
+        return f"{e.filename}: {e.strerror}"
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text
+
+def run_command(prog: str, body, argv) -> int:
+    "Run `body(argv)`; expected failures become one line on stderr with exit status 2."
+    from coupled_qk.train import TrainingDiverged
+    try:
+        return body(argv) or 0
+    except TrainingDiverged as e:
+        print(f"{prog}: training diverged: {one_line(e)}", file=sys.stderr)
+        return 1
+    except EXPECTED as e:
+        print(f"{prog}: error: {one_line(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; finished work is kept, and the same command resumes where it stopped", file=sys.stderr)
+        return 130
 
 # %% ../nbs/11_cli.ipynb #30ca9315
 COMMANDS = {
@@ -25,18 +98,13 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `coupled-qk` command."
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+    if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
+        print(f"coupled-qk: error: unknown command {argv[0]!r}; valid: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    if not argv or argv[0] in ("-h", "--help"):
         lines = [f"  {name:<10} {help}" for name, (_, _, help) in COMMANDS.items()]
-        msg = "usage: coupled-qk COMMAND [options]\n\ncommands:\n" + "\n".join(lines)
-        if argv and argv[0] not in ("-h", "--help"):
-            print(f"coupled-qk: unknown command {argv[0]!r}; valid: {', '.join(COMMANDS)}", file=sys.stderr)
-            return 2
-        print(msg)
+        print("usage: coupled-qk COMMAND [options]   (coupled-qk COMMAND --help for its options)\n\ncommands:\n" + "\n".join(lines))
         return 0
     mod, fn, _ = COMMANDS[argv[0]]
-    try: module = importlib.import_module(mod)
-    except ModuleNotFoundError as e:
-        if e.name != mod: raise
-        print(f"coupled-qk {argv[0]}: this installation has no {mod}; reinstall with `make setup`", file=sys.stderr)
-        return 2
-    return getattr(module, fn)(argv[1:]) or 0
+    warnings.filterwarnings("ignore", message=".*Unable to parse line.*")
+    return run_command(f"coupled-qk {argv[0]}", lambda a: getattr(importlib.import_module(mod), fn)(a), argv[1:])

@@ -7,28 +7,30 @@ Docs: https://coupled-qk.github.io/coupled_qk/data.html.md"""
 
 # %% ../nbs/03_data.ipynb #939fdf1e
 from __future__ import annotations
-import csv, datetime, gzip, hashlib, json, os, re, shutil, socket, subprocess, sys, sysconfig, tempfile
+import csv, datetime, functools, gzip, hashlib, json, os, re, shutil, socket, subprocess, sys, sysconfig, tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
 import numpy as np
 
-from .settings import load_settings
+from .settings import load_settings, UserError, atomic_write, replacing
 
 # %% auto #0
-__all__ = ['SPLITS', 'TEXT_COLUMNS', 'CAPS', 'DEBMIX_PACKAGES', 'EMBEDDED', 'HUB_CORPORA', 'WIKITEXT103_TRAIN_CHARS', 'CORPORA',
-           'MANIFEST', 'EOT', 'R50K_PATTERN', 'GPT2_VOCAB', 'TOKENIZERS', 'GLUE_TASKS', 'DataError', 'doc_hash',
-           'split_of', 'hash_split', 'fingerprint', 'cap_docs', 'wikitext_articles', 'pubmed_json_abstracts',
-           'blank_line_documents', 'data_dir', 'read_local_corpus', 'fetch_deb', 'deb_version', 'unpack_deb',
-           'EmbeddedCaps', 'chunk_lines', 'rst_section_start', 'py_toplevel_start', 'build_pydocs', 'build_pystdlib',
-           'dictd_entries', 'fortune_cookies', 'kjv_chapters', 'build_debmix', 'hub_reachable', 'load_hub', 'build_hub',
-           'read_manifest', 'corpus_dir', 'prepare', 'Corpus', 'load_corpus', 'TextTokenizer', 'gpt2_tokenizer',
-           'byte_tokenizer', 'bpe_tokenizer', 'get_tokenizer', 'token_cache', 'get_batch', 'eval_batches',
-           'eval_tokens', 'GlueTask', 'GlueSplit', 'load_glue', 'data_main']
+__all__ = ['SPLITS', 'TEXT_COLUMNS', 'CAPS', 'PINS', 'DEBMIX_PACKAGES', 'EMBEDDED', 'HUB_CORPORA', 'WIKITEXT103_TRAIN_CHARS',
+           'CORPORA', 'MANIFEST', 'EOT', 'R50K_PATTERN', 'GPT2_VOCAB', 'TOKENIZERS', 'GLUE_TASKS', 'DataError',
+           'doc_hash', 'split_of', 'hash_split', 'fingerprint', 'cap_docs', 'wikitext_articles',
+           'pubmed_json_abstracts', 'blank_line_documents', 'data_dir', 'read_local_corpus', 'check_splits',
+           'deb_version', 'fetch_deb', 'unpack_deb', 'EmbeddedCaps', 'Pin', 'prepared_versions', 'drift', 'chunk_lines',
+           'rst_section_start', 'py_toplevel_start', 'build_pydocs', 'build_pystdlib', 'dictd_entries',
+           'fortune_cookies', 'kjv_chapters', 'build_debmix', 'hub_reachable', 'load_hub', 'build_hub', 'read_manifest',
+           'source_of', 'source_key', 'corpus_dir', 'known_fingerprint', 'prepare', 'Corpus', 'load_corpus',
+           'TextTokenizer', 'gpt2_tokenizer', 'byte_tokenizer', 'bpe_tokenizer', 'get_tokenizer', 'token_cache',
+           'cache_mismatch', 'get_batch', 'eval_batches', 'eval_tokens', 'GlueTask', 'GlueSplit', 'load_glue',
+           'data_main']
 
 # %% ../nbs/03_data.ipynb #b38a3a11
-class DataError(ValueError):
+class DataError(UserError):
     "A data problem the user can fix: the message names what is missing and the setting or command that fixes it."
 
 # %% ../nbs/03_data.ipynb #779cb4df
@@ -110,6 +112,14 @@ def data_dir() -> Path:
     d.mkdir(parents=True, exist_ok=True)
     return d
 
+@functools.lru_cache(maxsize=4096)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    "sha256 of a file's bytes (cached while its size and modification time stay the same)."
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""): h.update(block)
+    return h.hexdigest()
+
 def _shared(*parts) -> Path | None:
     "A path inside the shared sample folder, or None when the setting or the file is absent."
     s = load_settings().shared_data_dir
@@ -144,6 +154,11 @@ def _is_pubmedqa_json(f: Path) -> bool:
     with open(f, encoding="utf-8", errors="replace") as fh: head = fh.read(4096)
     return head.lstrip().startswith("{") and '"CONTEXTS"' in head
 
+def _has_blank_line(f: Path) -> bool:
+    "Whether a text file holds an empty (or whitespace-only) line between two lines of text."
+    with open(f, encoding="utf-8", errors="replace") as fh:
+        return bool(re.search(r"\S[^\n]*\n[ \t\r]*\n[ \t\r]*\S", fh.read()))
+
 def _read_file_docs(f: Path, style: str) -> list[str]:
     "Documents of one local file, read through datasets' local builders (or the PubMedQA parser)."
     import datasets
@@ -151,10 +166,15 @@ def _read_file_docs(f: Path, style: str) -> list[str]:
     builder = _EXT_BUILDER[f.suffix]
     kw = {}
     if builder == "text":
-        # "paragraph" splits on blank lines; WikiText is read line by line and regrouped into articles
-        kw = dict(sample_by="paragraph" if style == "paragraph" else "line")
+        # "paragraph" splits on blank lines; WikiText is read line by line and regrouped into articles;
+        # a text file without any blank line (PTB, one sentence a line) has one document per line
+        paragraphs = style == "paragraph" and _has_blank_line(f)
+        kw = dict(sample_by="paragraph" if paragraphs else "line")
     try:
-        ds = datasets.load_dataset(builder, data_files=str(f), split="train", cache_dir=str(data_dir() / "hf_cache"), **kw)
+        # the Arrow cache is keyed by the file's content, so an edited file is never served from a stale cache
+        st = f.stat()
+        cache = data_dir() / "hf_cache" / "local" / _file_sha256(str(f), st.st_size, st.st_mtime_ns)[:16]
+        ds = datasets.load_dataset(builder, data_files=str(f), split="train", cache_dir=str(cache), **kw)
     except Exception as e:
         raise DataError(f"{f}: could not be read as {builder} ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
     col = next((c for c in TEXT_COLUMNS if c in ds.column_names), None)
@@ -168,41 +188,62 @@ def read_local_corpus(path: str | Path, style: str = "line") -> dict[str, list[s
     "Splits of a local corpus file or folder: official splits from file names where present, else by document hash."
     files = _local_files(Path(path).expanduser())
     named = {f: _split_name(f) for f in files}
-    if len(files) > 1 and all(named.values()):
+    if len(files) > 1 and all(named.values()) and "train" in named.values():
         out = {s: [] for s in SPLITS}
         for f in files: out[named[f]] += _read_file_docs(f, style)
-        if not out["train"]: raise DataError(f"{path}: found {', '.join(map(str, files))} but no training split file")
-    else:
+    else:   # one file, unnamed files, or named files without a train file: pooled and split by document hash
         out = hash_split(d for f in files for d in _read_file_docs(f, style))
     if not any(out.values()): raise DataError(f"{path} holds no text")
     return out
+
+def check_splits(splits: dict[str, list[str]], where) -> None:
+    "Refuse a corpus with an empty split, with the numbers and the fix."
+    empty = [s for s in SPLITS if not splits.get(s)]
+    if empty:
+        sizes = ", ".join(f"{s} {len(splits.get(s, []))}" for s in SPLITS)
+        raise DataError(f"{where}: the {' and '.join(empty)} split(s) would be empty (documents: {sizes}); "
+                        "give more documents (hash splitting keeps 2 % each for validation and test, so at least "
+                        "a few hundred) or files named *train*, *valid* and *test*")
 
 # %% ../nbs/03_data.ipynb #bb3d0317
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
-def fetch_deb(package: str, dest: Path | None = None) -> Path:
-    "The .deb of `package` in `dest` (default data/debs), downloaded with `apt-get download` unless already there."
-    dest = Path(dest or data_dir() / "debs"); dest.mkdir(parents=True, exist_ok=True)
-    have = sorted(dest.glob(f"{package}_*.deb"))
-    if have: return have[-1]
-    if not shutil.which("apt-get"):
-        raise DataError(f"Debian package {package} is needed but apt-get is not available; "
-                        "pick the embedded corpus pystdlib (no download) or name a local corpus in settings.ini")
-    r = _run(["apt-get", "download", package], cwd=dest)
-    if r.returncode and ("Unable to locate" in r.stderr or "no installation candidate" in r.stderr):
-        # empty package lists on a fresh container: refresh them once (needs root)
-        _run(["apt-get", "update", "-qq"])
-        r = _run(["apt-get", "download", package], cwd=dest)
-    have = sorted(dest.glob(f"{package}_*.deb"))
-    if r.returncode or not have:
-        raise DataError(f"could not download Debian package {package}: {(r.stderr.strip().splitlines() or ['?'])[-1]} "
-                        "(run `sudo apt-get update`, or pick the embedded corpus pystdlib)")
-    return have[-1]
-
 def deb_version(deb: Path) -> str:
     "The Version field of a .deb's control file."
     return _run(["dpkg-deb", "-f", str(deb), "Version"], check=True).stdout.strip()
+
+def _downloaded(package: str, dest: Path, version: str | None) -> Path | None:
+    "A .deb of `package` already in `dest`: of exactly `version` when one is asked for, else the newest."
+    have = sorted(dest.glob(f"{package}_*.deb"))
+    if version is None: return have[-1] if have else None
+    return next((d for d in have if deb_version(d) == version), None)
+
+def _apt_download(spec: str, dest: Path) -> subprocess.CompletedProcess:
+    "apt-get download `spec` (NAME or NAME=VERSION) into `dest`, refreshing empty package lists once."
+    r = _run(["apt-get", "download", spec], cwd=dest)
+    if r.returncode and ("Unable to locate" in r.stderr or "no installation candidate" in r.stderr):
+        _run(["apt-get", "update", "-qq"])       # a fresh container has empty lists (needs root)
+        r = _run(["apt-get", "download", spec], cwd=dest)
+    return r
+
+def fetch_deb(package: str, version: str | None = None, dest: Path | None = None) -> Path:
+    """The .deb of `package` in `dest` (default data/debs), downloaded with `apt-get download` unless already
+    there: exactly `version` when apt still has it, else apt's candidate (the caller compares versions)."""
+    dest = Path(dest or data_dir() / "debs"); dest.mkdir(parents=True, exist_ok=True)
+    have = _downloaded(package, dest, version)
+    if have: return have
+    if not shutil.which("apt-get"):
+        raise DataError(f"Debian package {package} is needed but apt-get is not available; "
+                        "pick the embedded corpus pystdlib (no download) or name a local corpus in settings.ini")
+    r = _apt_download(f"{package}={version}", dest) if version else None
+    if r is None or r.returncode:               # the pinned version left the archive: take the candidate
+        r = _apt_download(package, dest)
+    have = _downloaded(package, dest, None)
+    if r.returncode or not have:
+        raise DataError(f"could not download Debian package {package}: {(r.stderr.strip().splitlines() or ['?'])[-1]} "
+                        "(run `sudo apt-get update`, or pick the embedded corpus pystdlib)")
+    return _downloaded(package, dest, version) or have
 
 def unpack_deb(deb: Path, dest: Path) -> Path:
     "Unpack a .deb's files into `dest` (no maintainer scripts run, nothing is installed)."
@@ -222,6 +263,39 @@ class EmbeddedCaps:
     debmix: int = 20_000_000
 
 CAPS = EmbeddedCaps()
+
+@dataclass(frozen=True)
+class Pin:
+    "The sources the committed figures' text was built from, and the fingerprint that text had."
+    packages: dict               # Debian package -> version ({} for pystdlib)
+    python: str | None           # the interpreter version (pystdlib: its standard library is the text)
+    fingerprint: str
+
+    def versions(self) -> str:
+        return ", ".join(f"{p} {v}" for p, v in self.packages.items()) or f"Python {self.python}"
+
+PINS = {
+    "pydocs": Pin({"python3.11-doc": "3.11.2-6+deb12u8"}, None,
+                  "087a4e3c3da235efb35042b59abffa0cd40298a7565ec64c232f465692ff49c2"),
+    "pystdlib": Pin({}, "3.11.7", "67f0de244dcefc37684254e8f2fe29184f32e9de488541c993137d34eb83f6fe"),
+    "debmix": Pin({"bible-kjv-text": "4.38", "bible-kjv": "4.38", "fortunes-min": "1:1.99.1-7.3",
+                   "fortunes": "1:1.99.1-7.3", "dict-gcide": "0.48.5+nmu2", "dict-foldoc": "20230119-1",
+                   "dict-jargon": "4.4.7-3.1", "dict-devil": "1.0-13.1"}, None,
+                  "a661d0da1c8b7dabb626214dee2f5a41a157add86aef17a623b9b5a67fb2ce05"),
+}
+
+def prepared_versions(meta: dict) -> str:
+    "The source versions a prepared embedded corpus records, in the words of `Pin.versions`."
+    pk = meta.get("debian_packages") or {}
+    return ", ".join(f"{p} {v}" for p, v in pk.items()) or f"Python {meta.get('python')}"
+
+def drift(meta: dict) -> str | None:
+    "One line when a prepared embedded corpus differs from the text the committed figures used; else None."
+    pin = PINS.get(meta["name"]) if meta.get("kind") == "embedded" else None
+    if pin is None or meta["fingerprint"] == pin.fingerprint: return None
+    return (f"{meta['name']}: prepared from {prepared_versions(meta)} (fingerprint {meta['fingerprint'][:12]}), "
+            f"but the committed figures used {pin.versions()} (fingerprint {pin.fingerprint[:12]}); "
+            "numbers will differ from the committed ones by about the seed noise")
 DEBMIX_PACKAGES = ("bible-kjv-text", "bible-kjv", "fortunes-min", "fortunes", "dict-gcide", "dict-foldoc",
                    "dict-jargon", "dict-devil")
 
@@ -259,8 +333,9 @@ def py_toplevel_start(lines, i) -> bool:
     return bool(_PY_TOP.match(lines[i])) and not (i > 0 and lines[i - 1].startswith("@"))
 
 def build_pydocs(work: Path) -> tuple[list[str], dict]:
-    pkg = _python_doc_package()
-    deb = fetch_deb(pkg)
+    pinned = PINS["pydocs"].packages
+    pkg = next(iter(pinned)) if pinned else _python_doc_package()
+    deb = fetch_deb(pkg, pinned.get(pkg))
     root = unpack_deb(deb, work / pkg)
     files = sorted(root.glob("usr/share/doc/python3*/html/_sources/**/*.txt"))
     if not files: raise DataError(f"{deb.name} holds no _sources/*.txt files")
@@ -321,7 +396,7 @@ def kjv_chapters(bible_bin: Path, data_folder: Path) -> list[str]:
     return [f"{ref}\n" + "\n".join(vs) for ref, vs in chapters.items()]
 
 def build_debmix(work: Path) -> tuple[list[str], dict]:
-    debs = {p: fetch_deb(p) for p in DEBMIX_PACKAGES}
+    debs = {p: fetch_deb(p, PINS["debmix"].packages.get(p)) for p in DEBMIX_PACKAGES}
     root = work / "debmix"
     for deb in debs.values(): unpack_deb(deb, root)
     dictd = root / "usr/share/dictd"
@@ -421,9 +496,12 @@ def read_manifest() -> dict:
     return json.loads(p.read_text()) if p.is_file() else {}
 
 def _write_manifest(name: str, meta: dict):
+    from filelock import FileLock
     p = data_dir() / MANIFEST
-    m = read_manifest(); m[name] = meta
-    tmp = p.with_suffix(f".{os.getpid()}.tmp"); tmp.write_text(json.dumps(m, indent=1, sort_keys=True)); tmp.replace(p)
+    with FileLock(str(p) + ".lock"):          # read-modify-write: one process at a time
+        m = read_manifest()
+        m[name] = meta
+        atomic_write(p, json.dumps(m, indent=1, sort_keys=True))
 
 def _resolve(name: str) -> tuple[str, str, Path | None]:
     "(corpus name, kind, local path) for a name, `NAME=PATH` or a path; unknown names list the valid ones."
@@ -441,18 +519,58 @@ def _resolve(name: str) -> tuple[str, str, Path | None]:
     raise DataError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, NAME=PATH, or a path to a "
                     ".txt/.jsonl/.parquet file or folder")
 
-def corpus_dir(name: str) -> Path:
-    return load_settings().data_dir / "corpora" / name
-
-def prepare(name: str, force: bool = False) -> dict:
-    "Build corpus `name` into data/corpora once (reused afterwards) and record it in data/manifest.json."
+def source_of(name: str) -> dict:
+    """What corpus `name` is built from, by content: a local copy's files and their sha256, a hub id, or an
+    embedded corpus's pinned sources (and, for pystdlib, this interpreter)."""
     name, kind, path = _resolve(name)
-    out = corpus_dir(name)
-    if (out / "meta.json").is_file() and not force:
-        return json.loads((out / "meta.json").read_text())
-    if kind == "local" and not Path(path).exists():
+    if kind == "hub": return dict(name=name, hub=getattr(load_settings(), HUB_CORPORA[name][0]))
+    if kind == "embedded":
+        python = sys.version.split()[0] if name == "pystdlib" else None
+        return dict(name=name, embedded=PINS[name].packages, python=python)
+    if not Path(path).exists():
         key = HUB_CORPORA[name][1] if name in HUB_CORPORA else None
         raise DataError(f"{name}: local path {path} does not exist" + (f" (setting {key} / COUPLED_QK_{key.upper()})" if key else ""))
+    files = [(f, f.stat()) for f in _local_files(Path(path))]
+    return dict(name=name, local=str(path), files=[
+        (f.relative_to(path).as_posix() if f != path else f.name, st.st_size, _file_sha256(str(f), st.st_size, st.st_mtime_ns))
+        for f, st in files])
+
+def source_key(source: dict) -> str:
+    return hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
+
+def corpus_dir(name: str, source: dict | None = None) -> Path:
+    "data/corpora/NAME-KEY: one folder per source, so changed files or versions are never mistaken for the old build."
+    src = source or source_of(name)
+    return load_settings().data_dir / "corpora" / f"{src['name']}-{source_key(src)[:12]}"
+
+def known_fingerprint(name: str) -> str:
+    """The fingerprint corpus `name` has here, without downloading anything: its prepared build's; for an
+    embedded corpus not yet prepared, the pinned one; for a hub corpus not yet prepared, `unprepared:KEY`
+    (a placeholder: prepare it before training); a local copy is prepared now."""
+    src = source_of(name)
+    meta = corpus_dir(name, src) / "meta.json"
+    if meta.is_file(): return json.loads(meta.read_text())["fingerprint"]
+    n, kind, _ = _resolve(name)
+    if kind == "embedded": return PINS[n].fingerprint
+    if kind == "hub": return f"unprepared:{source_key(src)[:12]}"
+    return prepare(name)["fingerprint"]
+
+def prepare(name: str, force: bool = False, log=None) -> dict:
+    """Build corpus `name` into data/corpora once per source (reused afterwards) and record it in
+    data/manifest.json. A build whose text differs from the pinned one says so in one line (`log`, default stderr)."""
+    from filelock import FileLock
+    src = source_of(name)
+    out = corpus_dir(name, src)
+    if (out / "meta.json").is_file() and not force:
+        return json.loads((out / "meta.json").read_text())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out) + ".lock"):        # one builder per source; a second process waits, then reuses
+        if (out / "meta.json").is_file() and not force:
+            return json.loads((out / "meta.json").read_text())
+        return _build(name, src, out, log)
+
+def _build(name: str, src: dict, out: Path, log) -> dict:
+    name, kind, path = _resolve(name)
     t0 = datetime.datetime.now()
     with tempfile.TemporaryDirectory(dir=data_dir()) as work:
         if kind == "embedded":
@@ -462,18 +580,22 @@ def prepare(name: str, force: bool = False) -> dict:
         else:
             style = HUB_CORPORA[name][2] if name in HUB_CORPORA else "paragraph" if Path(path).suffix in (".txt", "") else "line"
             splits, info = read_local_corpus(path, style), {"sources": [str(path)]}
-    if not splits["train"]: raise DataError(f"{name}: no training documents")
+    check_splits(splits, name)
     out.mkdir(parents=True, exist_ok=True)
     for s in SPLITS:
         with open(out / f"{s}.jsonl", "w", encoding="utf-8") as fh:
             for d in splits[s]: fh.write(json.dumps(d, ensure_ascii=False) + "\n")
-    meta = {"name": name, "kind": kind, "fingerprint": fingerprint(splits),
+    meta = {"name": name, "kind": kind, "fingerprint": fingerprint(splits), "source": src,
             "splits": {s: {"docs": len(splits[s]), "chars": sum(map(len, splits[s]))} for s in SPLITS},
             "prepared": t0.isoformat(timespec="seconds"),
             "seconds": round((datetime.datetime.now() - t0).total_seconds(), 1), **info}
-    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    meta["drift"] = drift(meta)
+    if meta["drift"]: (log or _stderr)(meta["drift"])
+    atomic_write(out / "meta.json", json.dumps(meta, indent=1))      # written last: a finished build
     _write_manifest(name, meta)
     return meta
+
+def _stderr(msg: str) -> None: print(msg, file=sys.stderr, flush=True)
 
 # %% ../nbs/03_data.ipynb #11ed4d6e
 @dataclass
@@ -568,7 +690,7 @@ def bpe_tokenizer(vocab_size: int, corpus: Corpus) -> TextTokenizer:
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
         t.train_from_iterator(corpus["train"], trainer=trainer)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp"); t.save(str(tmp)); tmp.replace(path)
+        with replacing(path) as tmp: t.save(str(tmp))
     return TextTokenizer(f"bpe-{vocab_size}", t.get_vocab_size(), t.token_to_id(EOT), lambda s: t.encode(s).ids,
                          lambda ids: t.decode(ids, skip_special_tokens=False),
                          lambda ts: [e.ids for e in t.encode_batch(ts)], fingerprint=corpus.fingerprint)
@@ -595,17 +717,34 @@ def token_cache(corpus: str | Corpus, tokenizer: str | TextTokenizer, split: str
            (tok.name + (f"-{tok.fingerprint[:16]}" if tok.fingerprint else ""))
     dtype = np.uint16 if tok.vocab_size <= 65536 else np.uint32
     path = tdir / f"{split}.bin"
+    why = cache_mismatch(path) if path.is_file() else None
+    if why:
+        _stderr(f"token cache {path} {why}; rebuilding it")
+        path.unlink()
     if not path.is_file():
         tdir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         docs = corpus[split]
-        with open(tmp, "wb") as fh:            # in chunks of documents: hub-sized corpora never sit in memory as lists
+        with replacing(path) as tmp, open(tmp, "wb") as fh:   # in chunks: hub-sized corpora never sit in memory
             for i in range(0, len(docs), 2048):
                 for x in tok.encode_batch(docs[i:i + 2048]):
                     np.asarray(x + [tok.eot_id], dtype=dtype).tofile(fh)
-        tmp.replace(path)
+        st = path.stat()
+        atomic_write(path.with_suffix(".json"), json.dumps(dict(
+            bytes=st.st_size, tokens=st.st_size // np.dtype(dtype).itemsize, dtype=np.dtype(dtype).name,
+            sha256=_file_sha256(str(path), st.st_size, st.st_mtime_ns), corpus=corpus.name,
+            corpus_fingerprint=corpus.fingerprint, tokenizer=tok.name, split=split), indent=1))
     if path.stat().st_size == 0: return np.zeros(0, dtype=dtype)   # an empty split cannot be memory-mapped
     return np.memmap(path, dtype=dtype, mode="r")
+
+def cache_mismatch(path: Path) -> str | None:
+    """Why the token cache `path` cannot be trusted (no manifest, another size, another checksum), or None.
+    The checksum is computed once per process for each size and modification time."""
+    man = path.with_suffix(".json")
+    if not man.is_file(): return "has no manifest"
+    want, st = json.loads(man.read_text()), path.stat()
+    if st.st_size != want["bytes"]: return f"holds {st.st_size:,} bytes where its manifest says {want['bytes']:,}"
+    if _file_sha256(str(path), st.st_size, st.st_mtime_ns) != want["sha256"]: return "does not match its manifest's sha256"
+    return None
 
 # %% ../nbs/03_data.ipynb #d74662cd
 def get_batch(tokens: np.ndarray, batch_size: int, seq_len: int, generator) -> tuple["torch.Tensor", "torch.Tensor"]:

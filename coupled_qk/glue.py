@@ -19,9 +19,10 @@ from .model import GPT, PRESETS, n_params, coupling_params
 from .data import GLUE_TASKS, DataError, load_glue, get_tokenizer, doc_hash
 from .settings import load_settings, resolve_device
 from .bench import git_revision, hardware
-from .train import (TrainConfig, ConfigError, _check_choice, check_corpus, check_tokenizer, config_hash,
-                              default_run_dir, make_optimizer, cosine_lr, atomic_write, load_checkpoint,
-                              config_parser, config_from_args, _cli, _UsageError)
+from .train import (TrainConfig, ConfigError, check_choice, check_corpus, check_tokenizer, config_hash,
+                              default_run_dir, make_optimizer, cosine_lr, load_checkpoint, run_lock, CHOICES)
+from .settings import atomic_write
+from .cli import config_parser, config_from_args
 
 # %% auto #0
 __all__ = ['POOLINGS', 'INITS', 'GlueConfig', 'glue_splits', 'subsample', 'examples_fingerprint', 'encode_pair',
@@ -56,14 +57,14 @@ class GlueConfig:
     NON_RESULT_FIELDS = ("device", "glue_dir")
 
     def __post_init__(self):
-        _check_choice("GLUE task", self.task, tuple(GLUE_TASKS))
-        _check_choice("init", self.init, INITS)
-        _check_choice("pooling", self.pooling, POOLINGS)
+        check_choice("GLUE task", self.task, tuple(GLUE_TASKS))
+        check_choice("init", self.init, INITS)
+        check_choice("pooling", self.pooling, POOLINGS)
         if self.run is None:
             if self.init == "pretrained":
                 raise ConfigError("init=pretrained needs run=DIR (a language-model run); or use init=scratch")
-            _check_choice("model preset", self.preset, tuple(PRESETS))
-            _check_choice("variant", self.variant, VARIANTS)
+            check_choice("model preset", self.preset, tuple(PRESETS))
+            check_choice("variant", self.variant, VARIANTS)
             check_corpus(self.corpus)
             if self.tokenizer is not None: check_tokenizer(self.tokenizer)
         elif not (Path(self.run) / "config.json").is_file():
@@ -179,11 +180,14 @@ def build_classifier(cfg: GlueConfig, n_labels: int):
         gpt.load_state_dict(st["model"]); step = st["step"]
     return Classifier(gpt, n_labels, cfg.pooling), tok, lm, step
 
-def finetune(cfg: GlueConfig, out_dir: str | Path | None = None, quiet: bool = False) -> dict:
+def finetune(cfg: GlueConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True) -> dict:
     "Fine-tune on `cfg.task`; write config.json, metrics.jsonl and result.json; return the result."
     device = resolve_device(cfg.device)
     out = Path(out_dir) if out_dir else default_run_dir("glue", cfg)
-    out.mkdir(parents=True, exist_ok=True)
+    with run_lock(out, wait):
+        return _finetune(cfg, out, device, quiet)
+
+def _finetune(cfg: GlueConfig, out: Path, device, quiet: bool) -> dict:
     chash = config_hash(cfg)
     atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash), indent=1))
     tr, ev, split_note = glue_splits(cfg.task, cfg.glue_dir)
@@ -240,15 +244,14 @@ def finetune(cfg: GlueConfig, out_dir: str | Path | None = None, quiet: bool = F
 # %% ../nbs/06_glue.ipynb #f0d6ca71
 def glue_main(argv: list[str] | None = None) -> int:
     "`coupled-qk glue --task T --run DIR [--init scratch] ...`"
-    p = config_parser(GlueConfig, "coupled-qk glue", "Fine-tune a language-model run on a GLUE task.")
-    p.add_argument("--out", type=Path, default=None, help="run directory (default: runs_dir/glue/<config hash>)")
+    p = config_parser(GlueConfig, "coupled-qk glue", "Fine-tune a language-model run on a GLUE task.",
+                      dict(CHOICES, task=tuple(GLUE_TASKS), init=INITS, pooling=POOLINGS))
+    p.add_argument("--out", type=Path, default=None, help="run directory (default: runs_dir/glue/<run id>)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    def body():
-        a = p.parse_args(argv)
-        cfg = config_from_args(GlueConfig, a)
-        resolve_device(cfg.device) if cfg.device != "auto" else None
-        out = a.out or default_run_dir("glue", cfg)
-        res = finetune(cfg, out, quiet=a.quiet)
-        print(f"results in {out}  (eval accuracy {res['eval_acc']:.3f}, majority {res['majority_acc']:.3f})")
-        return 0
-    return _cli("coupled-qk glue", body)
+    a = p.parse_args(argv)
+    cfg = config_from_args(GlueConfig, a)
+    resolve_device(cfg.device)
+    out = a.out or default_run_dir("glue", cfg)
+    res = finetune(cfg, out, quiet=a.quiet, wait=False)
+    print(f"eval accuracy {res['eval_acc']:.3f} (majority {res['majority_acc']:.3f}); results in {out}")
+    return 0

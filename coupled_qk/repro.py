@@ -8,39 +8,44 @@ Docs: https://coupled-qk.github.io/coupled_qk/repro.html.md"""
 
 # %% ../nbs/09_repro.ipynb #be278ef9
 from __future__ import annotations
-import argparse, hashlib, json, os, shutil, sys, time
+import argparse, functools, hashlib, json, logging, os, time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, asdict, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from .settings import load_settings, SCALES
+from .settings import load_settings, atomic_write, UserError, SCALES
 
 # %% auto #0
-__all__ = ['KINDS', 'EXECUTION_FIELDS', 'PAPER_CORPORA', 'EMBEDDED', 'SCALE_SPECS', 'MAIN', 'ARTIFACTS', 'CPU_TOKENS_PER_S',
-           'CUDA_TOKENS_PER_S', 'RUN_OVERHEAD_S', 'EXPERIMENTS', 'RESULT_KEYS', 'PAPER', 'config_digest', 'Run',
-           'ScaleSpec', 'scale_spec', 'lm_run', 'mqar_run', 'glue_run', 'Artifact', 'artifact_runs', 'plan', 'run_dir',
-           'is_done', 'estimate_seconds', 'nbs_dir', 'parameter_names', 'notebook_parameters', 'execute_run',
-           'write_summary', 'glue_dir_for', 'check_inputs', 'prepare_data', 'ReproReport', 'reproduce', 'results',
-           'curves', 'print_plan', 'reproduce_main']
+__all__ = ['KINDS', 'PAPER_CORPORA', 'EMBEDDED', 'SCALE_SPECS', 'MAIN', 'ARTIFACTS', 'CPU_TOKENS_PER_S', 'CUDA_TOKENS_PER_S',
+           'RUN_OVERHEAD_S', 'EXPERIMENTS', 'RESULT_KEYS', 'PAPER', 'Run', 'ScaleSpec', 'scale_spec', 'lm_run',
+           'mqar_run', 'glue_run', 'Artifact', 'artifact_runs', 'plan', 'run_dir', 'is_done', 'estimate_seconds',
+           'nbs_dir', 'experiment_config', 'execute_run', 'write_summary', 'glue_dir_for', 'unavailable',
+           'prepare_data', 'ReproReport', 'reproduce', 'results', 'curves', 'print_plan', 'drift_lines',
+           'reproduce_main']
 
 # %% ../nbs/09_repro.ipynb #5e29fe82
 KINDS = ("lm", "mqar", "glue")
-EXECUTION_FIELDS = ("device", "compile", "log_every", "ckpt_every", "quiet")
-
-def config_digest(kind: str, config: dict) -> str:
-    "sha256 of the canonical JSON of (kind, config without execution fields)."
-    core = {k: v for k, v in sorted(config.items()) if k not in EXECUTION_FIELDS and v is not None}
-    return hashlib.sha256(json.dumps([kind, core], sort_keys=True, default=str).encode()).hexdigest()
 
 @dataclass(frozen=True)
 class Run:
-    "One training job: its kind, its configuration, and how an artifact labels it."
+    """One training job: its kind, its configuration (the fields of the kind's config dataclass that differ from
+    its defaults), and how an artifact labels it. Its identity is the trainer's: `config_hash` of the typed
+    config and its data, so `coupled-qk train` and `coupled-qk reproduce` name the same run alike."""
     kind: str
     config: dict = field(hash=False)
     tags: dict = field(default_factory=dict, hash=False, compare=False)
     needs: tuple[str, ...] = ()        # run ids that must finish first (a GLUE run needs its LM run)
 
-    @property
-    def run_id(self) -> str: return f"{self.kind}-{config_digest(self.kind, self.config)[:12]}"
+    def typed(self):
+        "The config dataclass of an LM or MQAR run (validated)."
+        from coupled_qk.train import TrainConfig, MQARTrainConfig
+        return {"lm": TrainConfig, "mqar": MQARTrainConfig}[self.kind](**self.config)
+
+    @functools.cached_property
+    def run_id(self) -> str:
+        from coupled_qk.train import config_hash, run_id
+        if self.kind != "glue": return run_id(self.kind, self.typed())
+        # a GLUE run names its LM run by id (which holds the LM run's data identity); its own folder follows
+        return f"glue-{config_hash(self.config)[:12]}"
 
 # %% ../nbs/09_repro.ipynb #97a81a80
 @dataclass(frozen=True)
@@ -191,6 +196,7 @@ def plan(artifacts, scale: str, budget: float = 1.0) -> list[Run]:
     return sorted(runs.values(), key=lambda r: (len(r.needs) > 0, KINDS.index(r.kind)))
 
 def run_dir(run: Run, runs_dir: Path | None = None) -> Path:
+    "runs_dir/<kind>/<run id>: the same folder `coupled-qk train` would pick for the same config."
     return Path(runs_dir or load_settings().runs_dir) / run.kind / run.run_id
 
 def is_done(run: Run, runs_dir: Path | None = None) -> bool:
@@ -224,40 +230,31 @@ EXPERIMENTS = {k: f"experiments/{k}.ipynb" for k in KINDS}
 def nbs_dir() -> Path:
     return load_settings().root / "nbs"
 
-def parameter_names(nb_path: Path) -> set[str]:
-    "Names assigned in a notebook's cell tagged `parameters` (read with ast: every value, None included)."
-    import ast, nbformat
-    nb = nbformat.read(str(nb_path), as_version=4)
-    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    if not cells: raise ValueError(f"{nb_path} has no cell tagged `parameters`")
-    return {t.id for node in ast.walk(ast.parse(cells[0].source)) if isinstance(node, (ast.Assign, ast.AnnAssign))
-            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
-
-def notebook_parameters(run: Run, out: Path, device: str | None = None) -> dict:
-    """Papermill parameters for `run`: config fields that the experiment notebook names in its parameters
-    cell go in directly, the rest in its `overrides` dict."""
-    names = parameter_names(nbs_dir() / EXPERIMENTS[run.kind])
-    config = dict(run.config)
-    if config.get("lm_run"):   # a GLUE run names its LM run by id; the notebook wants that run's folder
-        config["run"] = str(out.parent.parent / "lm" / config.pop("lm_run"))
-    config.pop("lm_run", None)
-    direct = {k: v for k, v in config.items() if k in names}
-    rest = {k: v for k, v in config.items() if k not in names}
-    if rest and "overrides" not in names:
-        raise ValueError(f"{EXPERIMENTS[run.kind]} has no parameter for {', '.join(rest)} and no `overrides`")
-    return dict(direct, **({"overrides": rest} if rest else {}), out_dir=str(out), quiet=True,
-                **({"device": device} if device else {}))
+def experiment_config(run: Run, out: Path, device: str | None = None) -> dict:
+    """The `config` parameter of `run`'s experiment notebook: the run's config, with execution fields (device,
+    GLUE's data folder) and, for a GLUE run, its LM run's folder in place of its id."""
+    config = dict(run.config, **({"device": device} if device else {}))
+    lm = config.pop("lm_run", None)
+    if lm: config["run"] = str(out.parent.parent / "lm" / lm)
+    if run.kind == "glue" and glue_dir_for() is not None: config["glue_dir"] = str(glue_dir_for())
+    return config
 
 def execute_run(run: Run, runs_dir: Path, device: str | None = None, log=print) -> Path:
-    "Execute `run`'s experiment notebook with papermill; return its folder."
+    """Execute `run`'s experiment notebook with papermill; return its folder. One reproduce executes a run: a
+    second process waits for the first, then finds the run finished."""
     import papermill as pm
+    from filelock import FileLock
     out = run_dir(run, runs_dir)
     out.mkdir(parents=True, exist_ok=True)
-    params = notebook_parameters(run, out, device)
-    (out / "run.json").write_text(json.dumps(dict(run_id=run.run_id, kind=run.kind, config=run.config), indent=1))
-    t = time.time()
-    pm.execute_notebook(str(nbs_dir() / EXPERIMENTS[run.kind]), str(out / "run.ipynb"), parameters=params,
-                        cwd=str(nbs_dir() / "experiments"), kernel_name="python3", progress_bar=False, log_output=False)
+    with FileLock(str(out / ".reproduce.lock")):
+        if (out / "result.json").is_file():
+            log(f"  {run.run_id}: finished by another process")
+            return out
+        atomic_write(out / "run.json", json.dumps(dict(run_id=run.run_id, kind=run.kind, config=run.config), indent=1))
+        t = time.time()
+        pm.execute_notebook(str(nbs_dir() / EXPERIMENTS[run.kind]), str(out / "run.ipynb"),
+                            parameters=dict(config=experiment_config(run, out, device), out_dir=str(out), quiet=True),
+                            cwd=str(nbs_dir() / "experiments"), kernel_name="python3", progress_bar=False, log_output=False)
     if not (out / "result.json").is_file():
         raise RuntimeError(f"{run.run_id}: the experiment notebook finished without writing {out / 'result.json'}")
     log(f"  done {run.run_id} in {time.time() - t:.0f}s")
@@ -271,32 +268,30 @@ def write_summary(run: Run, runs_dir: Path, summaries: Path) -> Path:
     curve = [m for m in read_metrics(d) if m.get("val_loss") is not None]
     summaries.mkdir(parents=True, exist_ok=True)
     out = summaries / f"{run.run_id}.json"
-    out.write_text(json.dumps(dict(run_id=run.run_id, kind=run.kind, config=run.config, result=res, curve=curve),
-                              indent=1, default=str))
+    atomic_write(out, json.dumps(dict(run_id=run.run_id, kind=run.kind, config=run.config, result=res, curve=curve),
+                                 indent=1, default=str))
     return out
 
 # %% ../nbs/09_repro.ipynb #03683212
-def glue_dir_for(scale: str) -> Path | None:
-    "Where GLUE comes from at the small scales: `local_glue`, else the shared samples; None = the hub."
+def glue_dir_for() -> Path | None:
+    "Where GLUE comes from at the small scales: `local_glue`, else the shared samples; None = nowhere here."
     st = load_settings()
     if st.local_glue: return st.local_glue
     if st.shared_data_dir and (st.shared_data_dir / "glue").is_dir(): return st.shared_data_dir / "glue"
     return None
 
-def check_inputs(artifacts, scale: str) -> None:
-    "Fail before any training when an artifact's data cannot be had here, naming the setting that fixes it."
-    if "glue" in artifacts and scale != "paper" and glue_dir_for(scale) is None:
-        raise ValueError("the glue artifact needs GLUE data, and neither local_glue nor the shared samples "
-                         "(shared_data_dir/glue) exist: set local_glue in settings.ini or COUPLED_QK_LOCAL_GLUE "
-                         "to a folder holding SST-2/, MNLI/ and QNLI/, or leave the glue artifact out")
+def unavailable(artifacts, scale: str) -> dict[str, str]:
+    "Artifacts whose data is not configured here, each with one line saying how to enable it."
+    if "glue" in artifacts and scale != "paper" and glue_dir_for() is None:
+        return {"glue": "skipped glue: no GLUE data here; to make it, set local_glue in settings.ini (or "
+                        "COUPLED_QK_LOCAL_GLUE) to a folder holding SST-2/, MNLI/ and QNLI/ in GLUE's layout"}
+    return {}
 
 def prepare_data(runs: list[Run]) -> None:
     """Build every tokenizer and token cache the LM runs need, once, before jobs run in parallel
     (so that two jobs never train the same tokenizer or write the same cache at once)."""
     from coupled_qk.data import SPLITS, get_tokenizer, load_corpus, token_cache
-    from coupled_qk.train import DEFAULT_TOKENIZER
-    pairs = {(r.config["corpus"], r.config.get("tokenizer") or DEFAULT_TOKENIZER.get(r.config["preset"], "gpt2"))
-             for r in runs if r.kind == "lm"}
+    pairs = {(c.corpus, c.tokenizer) for c in (r.typed() for r in runs if r.kind == "lm")}
     for corpus, tok in sorted(pairs):
         c = load_corpus(corpus); t = get_tokenizer(tok, c)
         for split in SPLITS: token_cache(c, t, split)
@@ -305,6 +300,7 @@ def prepare_data(runs: list[Run]) -> None:
 class ReproReport:
     scale: str
     artifacts: list
+    skipped: dict = field(default_factory=dict)   # artifact -> the line that says how to enable it
     executed: list = field(default_factory=list)
     cached: list = field(default_factory=list)
     failed: list = field(default_factory=list)
@@ -325,17 +321,23 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
     artifacts = list(artifacts or ARTIFACTS)
     runs_dir, figures_dir = Path(runs_dir or st.runs_dir), Path(figures_dir or st.figures_dir)
     summaries = figures_dir / scale / "runs"
-    check_inputs(artifacts, scale)
-    rep = ReproReport(scale, artifacts)
+    rep = ReproReport(scale, artifacts, skipped=unavailable(artifacts, scale))
+    for why in rep.skipped.values(): log(why)
+    artifacts = [a for a in artifacts if a not in rep.skipped]
     runs = plan(artifacts, scale, budget)
     todo = []
     for r in runs:
-        if is_done(r, runs_dir): rep.cached.append(r.run_id); write_summary(r, runs_dir, summaries)
-        elif redraw and (summaries / f"{r.run_id}.json").is_file(): rep.cached.append(r.run_id)
-        else: todo.append(r)
+        if is_done(r, runs_dir):
+            rep.cached.append(r.run_id)
+            write_summary(r, runs_dir, summaries)
+        elif redraw and (summaries / f"{r.run_id}.json").is_file():
+            rep.cached.append(r.run_id)
+        else:
+            todo.append(r)
     if redraw and todo:
-        raise FileNotFoundError(f"--redraw: {len(todo)} runs have neither a result nor a summary in {summaries} "
-                                f"(e.g. {todo[0].run_id}); run without --redraw to train them")
+        raise UserError(f"--redraw: {len(todo)} of {len(runs)} runs have neither a result nor a summary in {summaries} "
+                        f"(e.g. {todo[0].run_id}; summaries made on other data or code have other ids); "
+                        "run without --redraw to train them")
     log(f"{scale}: {len(runs)} runs, {len(rep.cached)} already done, {len(todo)} to run with {jobs} job(s)")
     t0 = time.time()
     prepare_data(todo)
@@ -350,21 +352,25 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
                 futs = {}
                 for i, r in enumerate(batch):
                     if any(n not in done_ids for n in r.needs):
-                        rep.failed.append(r.run_id); log(f"  skip {r.run_id}: a run it needs failed"); continue
+                        rep.failed.append(r.run_id)
+                        log(f"  skip {r.run_id}: a run it needs failed")
+                        continue
                     futs[pool.submit(execute_run, r, runs_dir, devices[i % jobs], log)] = r
                 for f in as_completed(futs):
                     r = futs[f]
                     try:
-                        f.result(); write_summary(r, runs_dir, summaries)
-                        rep.executed.append(r.run_id); done_ids.add(r.run_id)
+                        f.result()
+                        write_summary(r, runs_dir, summaries)
+                        rep.executed.append(r.run_id)
+                        done_ids.add(r.run_id)
                     except Exception as e:   # keep going; report every failure at the end
                         rep.failed.append(r.run_id)
                         log(f"  FAILED {r.run_id}: {str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__}"
                             f" (notebook: {run_dir(r, runs_dir) / 'run.ipynb'})")
     rep.train_seconds = time.time() - t0
     if rep.failed:
-        raise RuntimeError(f"{len(rep.failed)} run(s) failed: {', '.join(rep.failed[:5])}; see their run.ipynb; "
-                           "finished runs are kept, so re-running resumes")
+        raise UserError(f"{len(rep.failed)} run(s) failed: {', '.join(rep.failed[:5])}; see their run.ipynb under "
+                        f"{runs_dir}; finished runs are kept, so running the same command again resumes")
     t1 = time.time()
     out_nbs = runs_dir / "artifacts" / scale
     out_nbs.mkdir(parents=True, exist_ok=True)
@@ -429,37 +435,49 @@ def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type
     print(f"estimated training time: {est / 60:.0f} min on one {device_type} job (divide by --jobs where cores "
           f"or GPUs allow), plus about {len(artifacts) * 8 / 60:.0f} min for the artifact notebooks")
 
+def drift_lines(scale: str) -> list[str]:
+    "One line per embedded corpus of `scale` whose prepared text differs from the pinned one the figures used."
+    from coupled_qk.data import corpus_dir, drift
+    lines = []
+    for c in sorted(set(scale_spec(scale).corpora.values())):
+        meta = corpus_dir(c) / "meta.json"
+        line = drift(json.loads(meta.read_text())) if meta.is_file() else None
+        if line: lines.append(line)
+    return lines
+
 def reproduce_main(argv: list[str] | None = None) -> int:
     "coupled-qk reproduce: regenerate the paper's figures and tables at a scale."
-    p = argparse.ArgumentParser(prog="coupled-qk reproduce", description=reproduce_main.__doc__)
+    from coupled_qk.cli import Parser, UsageError
+    p = Parser(prog="coupled-qk reproduce", description=reproduce_main.__doc__)
     p.add_argument("artifacts", nargs="*", help=f"artifacts to make (default: all): {', '.join(ARTIFACTS)}")
     p.add_argument("--scale", default=None, help=f"{', '.join(SCALE_SPECS)} (default: the default_scale setting)")
-    p.add_argument("--jobs", type=int, default=1, help="runs executed in parallel (CPU cores or GPUs)")
-    p.add_argument("--budget", type=float, default=1.0, help="multiply every training budget (train longer: 2, 4, …)")
+    p.add_argument("--jobs", type=int, default=1, help="runs executed in parallel (CPU cores or GPUs; default 1)")
+    p.add_argument("--budget", type=float, default=1.0, help="multiply every training budget (train longer: 2, 4, …; default 1)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated cost; run nothing")
     p.add_argument("--redraw", action="store_true", help="train nothing: redraw from the committed run summaries")
     a = p.parse_args(argv)
     st = load_settings()
     scale = a.scale or st.default_scale
     bad = [x for x in a.artifacts if x not in ARTIFACTS]
-    if bad: p.error(f"unknown artifact {bad[0]!r}; valid: {', '.join(ARTIFACTS)}")
-    if scale not in SCALE_SPECS: p.error(f"unknown scale {scale!r}; valid: {', '.join(SCALE_SPECS)}")
-    if a.jobs < 1: p.error(f"--jobs {a.jobs}: give 1 or more")
-    if not a.budget > 0: p.error(f"--budget {a.budget}: give a positive multiplier")
+    if bad: raise UsageError(f"unknown artifact {bad[0]!r}; valid: {', '.join(ARTIFACTS)}")
+    if scale not in SCALE_SPECS: raise UsageError(f"unknown scale {scale!r}; valid: {', '.join(SCALE_SPECS)}")
+    if a.jobs < 1: raise UsageError(f"--jobs {a.jobs}: give 1 or more")
+    if not a.budget > 0: raise UsageError(f"--budget {a.budget}: give a positive multiplier")
     artifacts = a.artifacts or list(ARTIFACTS)
-    try: check_inputs(artifacts, scale)
-    except ValueError as e: p.error(str(e))
-    if scale != "paper":   # the embedded corpora must be preparable before anything trains
+    if scale != "paper" and not a.redraw:   # the embedded corpora must be preparable before anything trains
         from coupled_qk.data import prepare
-        for c in sorted(set(scale_spec(scale).corpora.values())): prepare(c)
+        for c in sorted(set(scale_spec(scale).corpora.values())): prepare(c, log=lambda line: None)
     import torch
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if a.dry_run:
-        print_plan(artifacts, scale, a.budget, st.runs_dir, dev); return 0
+        print_plan([x for x in artifacts if x not in unavailable(artifacts, scale)], scale, a.budget, st.runs_dir, dev)
+        return 0
     t = time.time()
+    logging.getLogger("papermill").setLevel(logging.ERROR)    # its per-cell chatter is not for the user
     rep = reproduce(artifacts, scale, a.jobs, a.budget, a.redraw)
     print(f"{scale}: executed {len(rep.executed)} runs, reused {len(rep.cached)}; training {rep.train_seconds / 60:.1f} min, "
           f"artifacts {rep.artifact_seconds / 60:.1f} min, total {(time.time() - t) / 60:.1f} min")
+    for line in [*rep.skipped.values(), *drift_lines(scale)]: print(line)
     print(f"figures and tables: {st.figures_dir / scale}")
     return 0
 

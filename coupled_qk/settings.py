@@ -7,15 +7,22 @@ Docs: https://coupled-qk.github.io/coupled_qk/settings.html.md"""
 
 # %% ../nbs/10_settings.ipynb #9845bce6
 from __future__ import annotations
-import configparser, dataclasses, os
+import configparser, contextlib, dataclasses, os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['SETTINGS_FILE', 'SCALES', 'SETTING_KEYS', 'project_root', 'Settings', 'load_settings', 'resolve_device']
+__all__ = ['SETTINGS_FILE', 'SCALES', 'SETTING_KEYS', 'UserError', 'SettingsError', 'project_root', 'Settings', 'load_settings',
+           'atomic_write', 'replacing', 'remove_stale_temporaries', 'resolve_device']
 
 # %% ../nbs/10_settings.ipynb #03a64bcc
 SETTINGS_FILE = "settings.ini"
+
+class UserError(ValueError):
+    "A problem the user can fix: the message says what is wrong and what would be right (a setting, a value, a command)."
+
+class SettingsError(UserError):
+    "A bad settings.ini or COUPLED_QK_<KEY> value."
 
 def project_root(start: str | Path | None = None) -> Path:
     "The nearest folder at or above `start` (default: cwd, then the package folder) holding settings.ini."
@@ -61,24 +68,54 @@ def load_settings(root: str | Path | None = None) -> Settings:
     f = root / SETTINGS_FILE
     if f.is_file():
         cp = configparser.ConfigParser()
-        cp.read(f)
-        if cp.has_section("coupled_qk"): raw.update(cp["coupled_qk"])
+        try: cp.read(f)
+        except configparser.Error as e:
+            why = str(e).splitlines()[0]
+            raise SettingsError(f"{f} is not a valid settings file ({why}); expected a [coupled_qk] section of key = value lines") from None
+        if not cp.has_section("coupled_qk"):
+            raise SettingsError(f"{f} has no [coupled_qk] section; put the settings under a line [coupled_qk]")
+        raw.update(cp["coupled_qk"])
     for k in SETTING_KEYS:
         v = os.environ.get(f"COUPLED_QK_{k.upper()}")
         if v is not None: raw[k] = v
     unknown = sorted(set(raw) - set(SETTING_KEYS))
     if unknown:
-        raise ValueError(f"{f}: unknown setting(s) {', '.join(unknown)}; valid keys: {', '.join(SETTING_KEYS)}")
+        raise SettingsError(f"{f}: unknown setting(s) {', '.join(unknown)}; valid keys: {', '.join(SETTING_KEYS)}")
     vals = {}
     for k, v in raw.items():
         v = v.strip()
         if k in _PATH_KEYS: vals[k] = (root / v).resolve() if v else None
         else: vals[k] = v
     if vals.get("default_scale", "cpu") not in SCALES:
-        raise ValueError(f"default_scale={vals['default_scale']!r} in {f}; valid: {', '.join(SCALES)}")
+        raise SettingsError(f"default_scale={vals['default_scale']!r} in {f}; valid: {', '.join(SCALES)}")
     return Settings(root=root, **vals)
 
 # %% ../nbs/10_settings.ipynb #b083a047
+def atomic_write(path: Path, data: bytes | str) -> None:
+    "Write a file so that readers see the old or the new content, never a torn one (tmp file + os.replace)."
+    with replacing(Path(path)) as tmp, open(tmp, "wb") as fh:
+        fh.write(data.encode() if isinstance(data, str) else data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+@contextlib.contextmanager
+def replacing(path: Path):
+    """Yield a temporary path beside `path`; when the block succeeds it atomically replaces `path`, when it
+    fails it is removed. (A process killed mid-write leaves `.NAME.tmpPID`, which `stale_temporaries` finds.)"""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    "Remove what writers killed mid-write left in `folder` (call it while holding the folder's lock)."
+    stale = list(Path(folder).glob(".*.tmp[0-9]*"))
+    for f in stale: f.unlink(missing_ok=True)
+    return stale
+
 def resolve_device(name: str | None = None) -> "torch.device":
     "The torch device for `name` (default: the `device` setting); 'auto' picks cuda, then mps, then cpu."
     import torch
@@ -89,9 +126,9 @@ def resolve_device(name: str | None = None) -> "torch.device":
         return torch.device("cpu")
     try: dev = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"device={name!r} is not a torch device; use auto, cpu, cuda, cuda:N or mps "
+        raise SettingsError(f"device={name!r} is not a torch device; use auto, cpu, cuda, cuda:N or mps "
                          "(setting `device` in settings.ini or COUPLED_QK_DEVICE)") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={name!r} but CUDA is not available here; set device = auto or cpu "
+        raise SettingsError(f"device={name!r} but CUDA is not available here; set device = auto or cpu "
                          "(settings.ini or COUPLED_QK_DEVICE)")
     return dev

@@ -7,9 +7,9 @@ Docs: https://coupled-qk.github.io/coupled_qk/train.html.md"""
 
 # %% ../nbs/05_train.ipynb #254e1f29
 from __future__ import annotations
-import argparse, dataclasses, hashlib, json, math, os, random, re, sys, time
+import contextlib, dataclasses, hashlib, json, math, os, pickle, random, re, sys, time, zipfile
 from contextlib import nullcontext
-from dataclasses import dataclass, asdict, field, fields
+from dataclasses import dataclass, asdict
 from pathlib import Path
 import numpy as np
 import torch
@@ -18,18 +18,20 @@ from . import __version__
 from .attention import VARIANTS, AttentionConfig, POSITIONAL
 from .model import GPT, GPTConfig, PRESETS, model_config, n_params, coupling_params
 from .data import (CORPORA, SPLITS, DataError, load_corpus, get_tokenizer, token_cache, get_batch,
-                             eval_batches, eval_tokens)
+                             eval_batches, eval_tokens, known_fingerprint, prepare)
 from .mqar import MQAR_PRESETS, MQARConfig, mqar_config, make_mqar_splits, mqar_accuracy
-from .settings import load_settings, resolve_device
+from .settings import load_settings, resolve_device, UserError, atomic_write, replacing, remove_stale_temporaries
+from .cli import config_parser, config_from_args, UsageError
 from .bench import git_revision, hardware
 
 # %% auto #0
-__all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'NON_RESULT_FIELDS', 'MODEL_OVERRIDES', 'ZOOLOGY_LRS', 'ConfigError', 'check_corpus',
-           'check_tokenizer', 'TrainConfig', 'config_hash', 'param_groups', 'make_optimizer', 'cosine_lr', 'lr_at',
-           'rng_state', 'set_rng_state', 'atomic_write', 'save_checkpoint', 'load_checkpoint', 'Dist', 'init_dist',
-           'all_sum', 'rank_batch', 'autocast', 'evaluate', 'default_run_dir', 'read_metrics', 'dt_per_head',
-           'TrainingDiverged', 'train', 'MQARTrainConfig', 'mqar_eval', 'train_mqar_lr', 'train_mqar', 'config_parser',
-           'config_from_args', 'train_main', 'mqar_main']
+__all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'NON_RESULT_FIELDS', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'ZOOLOGY_LRS',
+           'CHOICES', 'ConfigError', 'check_choice', 'check_corpus', 'check_tokenizer', 'TrainConfig', 'data_identity',
+           'config_hash', 'param_groups', 'make_optimizer', 'cosine_lr', 'lr_at', 'rng_state', 'set_rng_state',
+           'CheckpointError', 'save_checkpoint', 'load_checkpoint', 'Dist', 'init_dist', 'all_sum', 'rank_batch',
+           'autocast', 'evaluate', 'run_id', 'default_run_dir', 'RunBusy', 'run_lock', 'read_metrics', 'dt_per_head',
+           'TrainingDiverged', 'check_split_sizes', 'train', 'MQARTrainConfig', 'mqar_eval', 'train_mqar_lr',
+           'train_mqar', 'train_main', 'mqar_main']
 
 # %% ../nbs/05_train.ipynb #f5b8d07a
 DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-4096"}      # others (the paper presets): gpt2
@@ -37,10 +39,14 @@ DTYPES = ("auto", "float32", "bfloat16")
 NON_RESULT_FIELDS = ("device", "compile", "log_every", "ckpt_every")
 MODEL_OVERRIDES = ("n_steps", "dt_init", "d_model", "n_layers", "n_heads", "seq_len", "positional", "dropout")
 
-class ConfigError(ValueError):
+# Default budgets of the presets: a few minutes at smoke and cpu, the paper's token count at the paper's sizes.
+PRESET_BUDGETS = {"smoke": dict(max_steps=200), "cpu": dict(max_steps=2000)}
+PAPER_TOKENS = 1_300_000_000
+
+class ConfigError(UserError):
     "An invalid option; the message names the valid choices."
 
-def _check_choice(kind: str, value, valid) -> None:
+def check_choice(kind: str, value, valid) -> None:
     if value not in valid: raise ConfigError(f"unknown {kind} {value!r}; valid: {', '.join(map(str, valid))}")
 
 def check_corpus(name: str) -> None:
@@ -58,48 +64,51 @@ class TrainConfig:
     preset: str = "smoke"              # model shape: a key of PRESETS
     variant: str = "standard"          # attention variant: one of VARIANTS
     corpus: str = "pydocs"
-    tokenizer: str | None = None       # None = DEFAULT_TOKENIZER of the preset (gpt2 for paper presets)
-    seed: int = 0
+    tokenizer: str | None = None       # None = the preset's (bytes at smoke, bpe-4096 at cpu, gpt2 at paper presets)
+    seed: int = 0                      # one seed fixes the initial weights and the order of the batches
     # model overrides (None = the preset's value)
-    n_steps: int | None = None
-    dt_init: float | None = None
-    d_model: int | None = None
-    n_layers: int | None = None
-    n_heads: int | None = None
-    seq_len: int | None = None
-    positional: str | None = None
-    dropout: float | None = None
+    n_steps: int | None = None         # integration steps of the coupled dynamics
+    dt_init: float | None = None       # initial step size Δt of the dynamics
+    d_model: int | None = None         # model width
+    n_layers: int | None = None        # transformer blocks
+    n_heads: int | None = None         # attention heads (must divide d_model)
+    seq_len: int | None = None         # context length in tokens
+    positional: str | None = None      # positional encoding
+    dropout: float | None = None       # dropout probability
     # optimisation
-    batch_size: int = 16               # per process and micro-step
-    grad_accum: int = 1
-    lr: float = 1e-3
-    min_lr: float | None = None        # None = lr / 10
-    warmup_steps: int = 100
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0             # 0 = no clipping
-    # budget: exactly one of the two
-    max_steps: int | None = None
-    max_tokens: int | None = None
+    batch_size: int = 16               # sequences per process and micro-step
+    grad_accum: int = 1                # micro-steps per optimiser step
+    lr: float = 1e-3                   # peak learning rate (AdamW)
+    min_lr: float | None = None        # final learning rate of the cosine schedule; None = lr / 10
+    warmup_steps: int = 100            # linear warmup steps
+    weight_decay: float = 0.1          # AdamW weight decay on matrices
+    grad_clip: float = 1.0             # gradient-norm clipping; 0 = no clipping
+    # budget: at most one of the two (none = the preset's default budget)
+    max_steps: int | None = None       # optimiser steps to train
+    max_tokens: int | None = None      # tokens to train on (instead of max_steps)
     # evaluation
-    eval_every: int = 200              # 0 = only at the end
-    eval_batches: int | None = None    # None = a full deterministic pass over the split
-    # execution (not part of the config hash)
-    device: str = "auto"
+    eval_every: int = 200              # steps between validation passes; 0 = only at the end
+    eval_batches: int | None = None    # batches per evaluation; None = a full deterministic pass over the split
+    # execution (not part of the run's identity)
+    device: str = "auto"               # auto, cpu, cuda, cuda:N or mps
     dtype: str = "auto"                # auto: bf16 autocast on CUDA, float32 elsewhere
-    compile: bool = False
-    log_every: int = 10
-    ckpt_every: int = 100
+    compile: bool = False              # torch.compile the model
+    log_every: int = 10                # steps between metrics records
+    ckpt_every: int = 100              # steps between checkpoints
 
     def __post_init__(self):
-        _check_choice("model preset", self.preset, tuple(PRESETS))
-        _check_choice("variant", self.variant, VARIANTS)
-        _check_choice("dtype", self.dtype, DTYPES)
+        check_choice("model preset", self.preset, tuple(PRESETS))
+        check_choice("variant", self.variant, VARIANTS)
+        check_choice("dtype", self.dtype, DTYPES)
         check_corpus(self.corpus)
         if self.tokenizer is None: self.tokenizer = DEFAULT_TOKENIZER.get(self.preset, "gpt2")
         check_tokenizer(self.tokenizer)
-        if self.positional is not None: _check_choice("positional encoding", self.positional, POSITIONAL)
-        if (self.max_steps is None) == (self.max_tokens is None):
-            raise ConfigError("give exactly one budget: max_steps or max_tokens")
+        if self.positional is not None: check_choice("positional encoding", self.positional, POSITIONAL)
+        if self.max_steps is not None and self.max_tokens is not None:
+            raise ConfigError(f"give one budget, not both: max_steps={self.max_steps} or max_tokens={self.max_tokens}")
+        if self.max_steps is None and self.max_tokens is None:
+            budget = PRESET_BUDGETS.get(self.preset, dict(max_tokens=PAPER_TOKENS))
+            self.max_steps, self.max_tokens = budget.get("max_steps"), budget.get("max_tokens")
         for k in ("batch_size", "grad_accum", "log_every", "ckpt_every", "max_steps", "max_tokens", "eval_batches"):
             v = getattr(self, k)
             if v is not None and v < 1: raise ConfigError(f"{k}={v}; it must be at least 1")
@@ -126,11 +135,23 @@ class TrainConfig:
         per_step = world_size * self.batch_size * self.grad_accum * self.block_size
         return max(1, math.ceil(self.max_tokens / per_step))
 
-def config_hash(cfg) -> str:
-    "sha256 of the canonical JSON of a config, without the fields in its NON_RESULT_FIELDS."
+    def data_identity(self) -> dict:
+        "What this run's token ids depend on besides the config: the corpus's and the tokenizer's fingerprints."
+        return data_identity(self.corpus, self.tokenizer)
+
+def data_identity(corpus: str, tokenizer: str) -> dict:
+    """Fingerprints of a corpus (prepared here, else the pinned one of an embedded corpus) and of a tokenizer
+    (a trained BPE depends on its corpus; gpt2 and bytes on nothing but their name)."""
+    fp = known_fingerprint(corpus)
+    return dict(corpus_fingerprint=fp, tokenizer_fingerprint=f"{tokenizer}:{fp}" if tokenizer.startswith("bpe-") else tokenizer)
+
+def config_hash(cfg, data: dict | None = None) -> str:
+    """A run's one identity: sha256 of its config (without the fields in NON_RESULT_FIELDS) and its data
+    identity (`cfg.data_identity()` where the config has one: a changed corpus is a different run)."""
     skip = set(getattr(cfg, "NON_RESULT_FIELDS", NON_RESULT_FIELDS))
-    d = {k: v for k, v in asdict(cfg).items() if k not in skip}
-    return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    d = {k: v for k, v in (asdict(cfg) if dataclasses.is_dataclass(cfg) else cfg).items() if k not in skip}
+    if data is None: data = cfg.data_identity() if hasattr(cfg, "data_identity") else {}
+    return hashlib.sha256(json.dumps([d, data], sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 # %% ../nbs/05_train.ipynb #d2c95f15
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -178,24 +199,25 @@ def set_rng_state(s: dict, data_gen: torch.Generator | None = None) -> None:
     if "cuda" in s and torch.cuda.is_available(): torch.cuda.set_rng_state_all(s["cuda"])
     if data_gen is not None and "data" in s: data_gen.set_state(s["data"])
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    "Write a file so that readers see the old or the new content, never a torn one (tmp file + os.replace)."
-    path = Path(path)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data.encode() if isinstance(data, str) else data)
-        fh.flush(); os.fsync(fh.fileno())
-    os.replace(tmp, path)
+class CheckpointError(UserError):
+    "A checkpoint that cannot be read, or belongs to another run."
 
 def save_checkpoint(path: Path, state: dict) -> None:
     "torch.save to a temporary file, then os.replace: a crash mid-write leaves the previous checkpoint."
-    path = Path(path)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with replacing(Path(path)) as tmp: torch.save(state, tmp)
 
 def load_checkpoint(path: Path, device="cpu") -> dict:
-    return torch.load(path, map_location=device, weights_only=True)
+    """A checkpoint, loaded with weights_only=True (tensors and plain containers only: a checkpoint never runs
+    code). A torn, foreign or unsafe file is a one-line CheckpointError that says how to start afresh."""
+    try:
+        st = torch.load(path, map_location=device, weights_only=True)
+    except (RuntimeError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile, ValueError) as e:
+        why = " ".join(str(e).split())[:120]
+        raise CheckpointError(f"{path} is not a readable checkpoint of this project ({type(e).__name__}: {why}); "
+                              "delete it, or start the run afresh (coupled-qk train ... --overwrite)") from None
+    if not isinstance(st, dict):
+        raise CheckpointError(f"{path} holds a {type(st).__name__}, not a checkpoint of this project; delete it or pick another --out")
+    return st
 
 # %% ../nbs/05_train.ipynb #75ad1a57
 @dataclass
@@ -256,10 +278,37 @@ def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dt
     return tot / n
 
 # %% ../nbs/05_train.ipynb #427a22ca
+def run_id(kind: str, cfg) -> str:
+    "`kind-HASH12`: the name of a run's folder, from its one identity."
+    return f"{kind}-{config_hash(cfg)[:12]}"
+
 def default_run_dir(kind: str, cfg, world_size: int = 1) -> Path:
-    "runs_dir/<kind>/<config_hash[:12]> (with -ddpN under N data-parallel processes)."
-    name = config_hash(cfg)[:12] + (f"-ddp{world_size}" if world_size > 1 else "")
-    return load_settings().runs_dir / kind / name
+    "runs_dir/<kind>/<run_id> (with -ddpN under N data-parallel processes)."
+    return load_settings().runs_dir / kind / (run_id(kind, cfg) + (f"-ddp{world_size}" if world_size > 1 else ""))
+
+class RunBusy(UserError):
+    "Another process is writing this run."
+
+@contextlib.contextmanager
+def run_lock(out: Path, wait: bool = True):
+    """Hold run folder `out`'s lock, so that one process writes a run: another one waits for it (`wait`) or
+    gets a one-line error. Temporaries left by a writer killed mid-write are removed once the lock is held."""
+    from filelock import FileLock, Timeout
+    out = Path(out)
+    try: out.mkdir(parents=True, exist_ok=True)
+    except PermissionError:
+        raise UserError(f"cannot create the run folder {out}: permission denied; set runs_dir in settings.ini "
+                        "(or COUPLED_QK_RUNS_DIR) to a writable folder, or pass --out") from None
+    lock = FileLock(str(out / ".lock"))
+    try: lock.acquire(timeout=-1 if wait else 0)
+    except Timeout:
+        raise RunBusy(f"{out} is being written by another process (lock {out / '.lock'}); wait for it to finish "
+                      "or pick another --out") from None
+    try:
+        remove_stale_temporaries(out)
+        yield out
+    finally:
+        lock.release()
 
 def read_metrics(run_dir: Path) -> list[dict]:
     "The records of a run's metrics.jsonl."
@@ -292,24 +341,44 @@ def _load_tokens(cfg: TrainConfig):
 def _say(msg: str, quiet: bool, d: Dist) -> None:
     if not quiet and d.main: print(msg, flush=True)
 
+def check_split_sizes(tokens: dict, seq_len: int, corpus: str) -> None:
+    "Every split must hold one window of seq_len + 1 tokens; say which does not, and what would fit."
+    for s in SPLITS:
+        if len(tokens[s]) < seq_len + 1:
+            raise DataError(f"{corpus}: the {s} split has {len(tokens[s]):,} tokens, fewer than seq_len + 1 = "
+                            f"{seq_len + 1}; use --seq-len {max(1, len(tokens[s]) - 1)} or less, or a larger corpus")
+
+def _check_same_run(what: Path, recorded: str | None, chash: str) -> None:
+    if recorded != chash:
+        raise CheckpointError(f"{what} belongs to another run (identity {str(recorded)[:12]}, this run's is {chash[:12]}: "
+                              "another config, or the same config on other data); pick another --out, or --overwrite")
+
 def train(cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = True, quiet: bool = False,
-          stop_at: int | None = None) -> dict:
+          stop_at: int | None = None, wait: bool = True) -> dict:
     """Train a language model as `cfg` says; write the run directory; return result.json's content.
     `resume`: continue from out_dir's checkpoint (a finished run is returned as is); False starts afresh.
-    `stop_at`: stop after this step with the checkpoint written, as if interrupted (result {} then)."""
+    `stop_at`: stop after this step with the checkpoint written, as if interrupted (result {} then).
+    One process writes a run: another one waits for it (`wait`) or fails at once with RunBusy."""
     device = resolve_device(cfg.device)
     d, device = init_dist(device)
-    total = cfg.total_steps(d.world_size)
+    prepare(cfg.corpus)                     # the corpus's fingerprint is part of the run's identity
     out = Path(out_dir) if out_dir else default_run_dir("lm", cfg, d.world_size)
-    chash = config_hash(cfg)
+    with run_lock(out, wait) if d.main else nullcontext(out):
+        return _train(cfg, out, d, device, resume, quiet, stop_at)
+
+def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bool, stop_at: int | None) -> dict:
+    total = cfg.total_steps(d.world_size)
+    data = cfg.data_identity()
+    chash = config_hash(cfg, data)
     if resume and (out / "result.json").is_file():
         res = json.loads((out / "result.json").read_text())
-        if res.get("config_hash") != chash:
-            raise ConfigError(f"{out} holds a finished run of another config ({res.get('config_hash', '?')[:12]}); "
-                              "pick another --out")
-        _say(f"{out}: already finished (result.json)", quiet, d)
+        _check_same_run(out / "result.json", res.get("config_hash"), chash)
         return res
+    ckpt = out / "ckpt.pt"
+    st = load_checkpoint(ckpt, device) if resume and ckpt.is_file() else None    # checked before any data work
+    if st is not None: _check_same_run(ckpt, st.get("config_hash"), chash)
     corpus, tok, tokens = _load_tokens(cfg)
+    check_split_sizes(tokens, cfg.block_size, cfg.corpus)
 
     torch.manual_seed(cfg.seed)                      # identical initial weights on every rank
     mcfg = cfg.model_config(tok.vocab_size)
@@ -320,11 +389,7 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = Tr
     np.random.seed(cfg.seed); random.seed(cfg.seed)
     step, seen, elapsed = 0, 0, 0.0
 
-    ckpt = out / "ckpt.pt"
-    if resume and ckpt.is_file():
-        st = load_checkpoint(ckpt, device)
-        if st["config_hash"] != chash:
-            raise ConfigError(f"{ckpt} belongs to another config ({st['config_hash'][:12]}); use another --out or no --resume")
+    if st is not None:
         if st["world_size"] != d.world_size:
             raise ConfigError(f"{ckpt} was written by {st['world_size']} processes; resume it with as many (now {d.world_size})")
         model.load_state_dict(st["model"]); opt.load_state_dict(st["optimizer"])
@@ -420,7 +485,7 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = Tr
 
     val_loss = last_val if last_val is not None else val()
     test_loss = evaluate(model, tokens["test"], B, T, device, cfg.dtype, cfg.eval_batches, d)
-    res = dict(kind="lm", config=asdict(cfg), config_hash=chash, world_size=d.world_size,
+    res = dict(kind="lm", config=asdict(cfg), config_hash=chash, run_id=f"lm-{chash[:12]}", data=data, world_size=d.world_size,
                global_batch_tokens=step_tokens, corpus=corpus.name, corpus_fingerprint=corpus.fingerprint,
                tokenizer=tok.name, tokenizer_fingerprint=tok.fingerprint, vocab_size=tok.vocab_size,
                model=asdict(mcfg), params=n_params(model), coupling_params=coupling_params(model),
@@ -428,10 +493,7 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = Tr
                hardware=hardware(), device=str(device), steps=step, tokens_seen=seen,
                wall_clock_s=round(elapsed, 3), val_loss=val_loss, val_ppl=math.exp(val_loss),
                test_loss=test_loss, test_ppl=math.exp(test_loss), dt=dt_per_head(model))
-    if d.main:
-        atomic_write(out / "result.json", json.dumps(res, indent=1))
-        _say(f"val loss {val_loss:.4f} (ppl {math.exp(val_loss):.2f}), test loss {test_loss:.4f}; results in {out}",
-             quiet, d)
+    if d.main: atomic_write(out / "result.json", json.dumps(res, indent=1))
     return res
 
 # %% ../nbs/05_train.ipynb #27999699
@@ -463,9 +525,9 @@ class MQARTrainConfig:
     NON_RESULT_FIELDS = ("device",)
 
     def __post_init__(self):
-        _check_choice("MQAR task", self.task, tuple(MQAR_PRESETS))
-        _check_choice("variant", self.variant, VARIANTS)
-        _check_choice("positional encoding", self.positional, POSITIONAL)
+        check_choice("MQAR task", self.task, tuple(MQAR_PRESETS))
+        check_choice("variant", self.variant, VARIANTS)
+        check_choice("positional encoding", self.positional, POSITIONAL)
         self.lrs = tuple(float(x) for x in self.lrs)
         if not self.lrs or min(self.lrs) <= 0: raise ConfigError(f"lrs={self.lrs}: give one or more positive learning rates")
         for k in ("n_train", "n_test", "epochs", "batch_size", "d_model", "n_layers", "n_heads"):
@@ -530,12 +592,19 @@ def train_mqar_lr(cfg: MQARTrainConfig, lr: float, splits, device, quiet: bool =
     return dict(lr=lr, test_acc=hist[-1]["test_acc"], best_epoch_acc=max(h["test_acc"] for h in hist),
                 diverged=not math.isfinite(loss), history=hist, dt=dt_per_head(model))
 
-def train_mqar(cfg: MQARTrainConfig, out_dir: str | Path | None = None, quiet: bool = False) -> dict:
+def train_mqar(cfg: MQARTrainConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True) -> dict:
     "The learning-rate sweep of one MQAR experiment; writes metrics.jsonl and result.json; returns the result."
     device = resolve_device(cfg.device)
     out = Path(out_dir) if out_dir else default_run_dir("mqar", cfg)
-    out.mkdir(parents=True, exist_ok=True)
+    with run_lock(out, wait):
+        return _train_mqar(cfg, out, device, quiet)
+
+def _train_mqar(cfg: MQARTrainConfig, out: Path, device, quiet: bool) -> dict:
     chash = config_hash(cfg)
+    if (out / "result.json").is_file():             # finished (by another process, perhaps, while we waited)
+        res = json.loads((out / "result.json").read_text())
+        _check_same_run(out / "result.json", res.get("config_hash"), chash)
+        return res
     atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash), indent=1))
     task = cfg.task_config()
     splits = make_mqar_splits(task, cfg.n_train, cfg.n_test, seed=cfg.seed)
@@ -555,88 +624,50 @@ def train_mqar(cfg: MQARTrainConfig, out_dir: str | Path | None = None, quiet: b
                coupled_qk_version=__version__, torch_version=torch.__version__, git_revision=git_revision(),
                hardware=hardware(), device=str(device), wall_clock_s=round(time.perf_counter() - t0, 3))
     atomic_write(out / "result.json", json.dumps(res, indent=1))
-    _say(f"MQAR {cfg.task} {cfg.variant}: best lr {best['lr']:.3g}, test accuracy {best['test_acc']:.3f}; results in {out}",
-         quiet, Dist())
     return res
 
 # %% ../nbs/05_train.ipynb #3dadcc04
-class _UsageError(Exception): pass
+CHOICES = {"preset": tuple(PRESETS), "variant": VARIANTS, "corpus": CORPORA + ("NAME=PATH", "a path"),
+           "tokenizer": ("gpt2", "bytes", "bpe-N"), "positional": POSITIONAL, "dtype": DTYPES,
+           "task": tuple(MQAR_PRESETS)}
 
-class _Parser(argparse.ArgumentParser):
-    "argparse whose errors are one line (raised, so the *_main functions can return 2)."
-    def error(self, message): raise _UsageError(message)
-
-def _field_type(ann: str):
-    ann = str(ann)
-    if ann.startswith("tuple"): return float, "+"
-    for name, t in (("bool", bool), ("int", int), ("float", float), ("str", str)):
-        if ann.split(" ")[0] == name: return t, None
-    return str, None
-
-def config_parser(cls, prog: str, description: str) -> argparse.ArgumentParser:
-    "A parser with one --option per field of the dataclass `cls` (defaults None = the dataclass default)."
-    p = _Parser(prog=prog, description=description)
-    for f in fields(cls):
-        t, nargs = _field_type(f.type)
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else None
-        if t is bool:
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=f"(default {default})")
-        else:
-            p.add_argument(flag, type=t, nargs=nargs, default=None, metavar=f.name.upper(), help=f"(default {default})")
-    return p
-
-def config_from_args(cls, a: argparse.Namespace):
-    return cls(**{f.name: getattr(a, f.name) for f in fields(cls) if getattr(a, f.name) is not None})
-
-def _cli(prog: str, body) -> int:
-    "Run `body()`; user errors become one line on stderr and exit code 2 (1 for a diverged run)."
-    try: return body()
-    except (_UsageError, ConfigError, DataError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr); return 2
-    except TrainingDiverged as e:
-        print(f"{prog}: TrainingDiverged: {e}", file=sys.stderr); return 1
+def _destroy_process_group() -> None:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 def train_main(argv: list[str] | None = None) -> int:
-    "`coupled-qk train --preset P --variant V --corpus C --seed S --max-steps N [--resume] [--out DIR]`"
-    p = config_parser(TrainConfig, "coupled-qk train", "Train a language model; writes a run directory.")
-    p.add_argument("--out", type=Path, default=None, help="run directory (default: runs_dir/lm/<config hash>)")
+    "`coupled-qk train --preset P --variant V --corpus C --seed S [--max-steps N] [--resume] [--out DIR]`"
+    p = config_parser(TrainConfig, "coupled-qk train", "Train a language model; writes a run directory.", CHOICES)
+    p.add_argument("--out", type=Path, default=None, help="run directory (default: runs_dir/lm/<run id>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     p.add_argument("--overwrite", action="store_true", help="start afresh even if --out holds a run")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    def body():
-        a = p.parse_args(argv)
-        cfg = config_from_args(TrainConfig, a)
-        resolve_device(cfg.device) if cfg.device != "auto" else None
-        ws = int(os.environ.get("WORLD_SIZE", "1"))
-        out = a.out or default_run_dir("lm", cfg, ws)
-        if not a.resume and not a.overwrite and any((out / f).exists() for f in ("ckpt.pt", "result.json")):
-            raise _UsageError(f"{out} already holds a run; pass --resume to continue it or --overwrite to start afresh")
-        try: res = train(cfg, out, resume=a.resume, quiet=a.quiet)
-        finally:
-            if torch.distributed.is_available() and torch.distributed.is_initialized():
-                torch.distributed.destroy_process_group()
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(f"results in {out}  (val ppl {res['val_ppl']:.3f}, test ppl {res['test_ppl']:.3f})")
-        return 0
-    return _cli("coupled-qk train", body)
+    a = p.parse_args(argv)
+    cfg = config_from_args(TrainConfig, a)
+    resolve_device(cfg.device)
+    out = a.out or default_run_dir("lm", cfg, int(os.environ.get("WORLD_SIZE", "1")))
+    held = [f for f in ("ckpt.pt", "result.json") if (out / f).exists()]
+    if a.resume and a.overwrite:
+        raise UsageError("coupled-qk train: --resume continues a run and --overwrite starts it afresh; give one")
+    if a.resume and not held:
+        raise UsageError(f"coupled-qk train: --resume, but {out} holds no run (no ckpt.pt); run without --resume to start it")
+    if held and not (a.resume or a.overwrite):
+        raise UsageError(f"coupled-qk train: {out} already holds a run; pass --resume to continue it or --overwrite to start afresh")
+    try: res = train(cfg, out, resume=not a.overwrite, quiet=a.quiet, wait=False)
+    finally: _destroy_process_group()
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(f"val ppl {res['val_ppl']:.3f}, test ppl {res['test_ppl']:.3f}; results in {out}")
+    return 0
 
 def mqar_main(argv: list[str] | None = None) -> int:
     "`coupled-qk mqar --task easy --variant V [--lrs 1e-3 3e-3] [--out DIR]`"
-    p = config_parser(MQARTrainConfig, "coupled-qk mqar", "Train MQAR with a learning-rate sweep.")
-    p.add_argument("--out", type=Path, default=None, help="run directory (default: runs_dir/mqar/<config hash>)")
+    p = config_parser(MQARTrainConfig, "coupled-qk mqar", "Train MQAR with a learning-rate sweep.", CHOICES)
+    p.add_argument("--out", type=Path, default=None, help="run directory (default: runs_dir/mqar/<run id>)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    def body():
-        a = p.parse_args(argv)
-        cfg = config_from_args(MQARTrainConfig, a)
-        resolve_device(cfg.device) if cfg.device != "auto" else None
-        out = a.out or default_run_dir("mqar", cfg)
-        res = train_mqar(cfg, out, quiet=a.quiet)
-        print(f"results in {out}  (best lr {res['best_lr']:.3g}, test accuracy {res['test_acc']:.3f})")
-        return 0
-    def guarded():
-        try: return body()
-        except ValueError as e:
-            if type(e) is ValueError: raise ConfigError(str(e)) from None
-            raise
-    return _cli("coupled-qk mqar", guarded)
+    a = p.parse_args(argv)
+    cfg = config_from_args(MQARTrainConfig, a)
+    resolve_device(cfg.device)
+    out = a.out or default_run_dir("mqar", cfg)
+    res = train_mqar(cfg, out, quiet=a.quiet, wait=False)
+    print(f"best lr {res['best_lr']:.3g}, test accuracy {res['test_acc']:.3f}; results in {out}")
+    return 0

@@ -7,7 +7,7 @@ import time
 
 from conftest import ROOT
 
-CALL = "import sys; from coupled_qk.data import data_main; sys.exit(data_main(sys.argv[1:]))"
+CALL = "import sys; from coupled_qk.cli import main; sys.exit(main(['data', *sys.argv[1:]]))"
 
 
 def _data(*args, **env):

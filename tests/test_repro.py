@@ -3,7 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, SHARED
 
 PAPER_NBS = sorted((ROOT / "nbs" / "paper").glob("*.ipynb"))
 
@@ -12,12 +12,10 @@ PAPER_NBS = sorted((ROOT / "nbs" / "paper").glob("*.ipynb"))
 def test_artifact_notebook_has_parameters(nb):
     import nbformat
     import papermill as pm
-    from coupled_qk.repro import parameter_names
-
     cells = [c for c in nbformat.read(str(nb), 4).cells if "parameters" in c.metadata.get("tags", [])]
     assert len(cells) == 1, f"{nb.name}: expected one cell tagged `parameters`"
     assert "scale" in pm.inspect_notebook(str(nb)), f"papermill does not see `scale` in {nb.name}"
-    assert {"scale", "budget", "figures_dir"} <= parameter_names(nb)
+    assert {"scale", "budget", "figures_dir"} <= set(pm.inspect_notebook(str(nb)))
 
 
 def test_every_artifact_has_a_notebook():
@@ -27,21 +25,23 @@ def test_every_artifact_has_a_notebook():
     for a in ARTIFACTS.values(): assert (ROOT / "nbs" / a.notebook).is_file(), a.notebook
 
 
-def test_smoke_pipeline_then_cached(tmp_path, monkeypatch):
-    from coupled_qk.data import prepare
+def test_smoke_pipeline_without_shared_data_then_cached_then_redrawn(tmp_path, monkeypatch):
+    """A fresh clone's main job at smoke scale with nothing but the repository: every artifact except GLUE
+    (skipped with one line saying how to enable it), then again training nothing, then --redraw from the run
+    summaries alone, which must reproduce every table byte for byte."""
     from coupled_qk.repro import ARTIFACTS, plan, reproduce
 
-    from coupled_qk.repro import glue_dir_for
-
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    for c in ("pydocs", "pystdlib", "debmix"): prepare(c)
-    # GLUE comes from ../shared/data (or local_glue); without either, every other artifact still runs
-    artifacts = [a for a in ARTIFACTS if a != "glue" or glue_dir_for("smoke") is not None]
-    runs, figs = tmp_path / "runs", tmp_path / "figures"
-    rep = reproduce(artifacts, scale="smoke", jobs=2, runs_dir=runs, figures_dir=figs, log=lambda *a: None)
-    n = len(plan(artifacts, "smoke"))
+    monkeypatch.setenv("COUPLED_QK_SHARED_DATA_DIR", str(tmp_path / "no-shared-data"))
+    monkeypatch.setenv("COUPLED_QK_LOCAL_GLUE", "")
+    runs, figs, said = tmp_path / "runs", tmp_path / "figures", []
+    rep = reproduce(list(ARTIFACTS), scale="smoke", jobs=2, runs_dir=runs, figures_dir=figs, log=said.append)
+    assert list(rep.skipped) == ["glue"] and "local_glue" in rep.skipped["glue"] and rep.skipped["glue"] in said
+    made = [a for a in ARTIFACTS if a != "glue"]
+    n = len(plan(made, "smoke"))
     assert len(rep.executed) == n and not rep.cached and not rep.failed
-    for a in artifacts:
+    assert not (figs / "smoke" / "glue").exists()
+    for a in made:
         d = figs / "smoke" / a
         prov = json.loads((d / "provenance.json").read_text())
         assert prov["scale"] == "smoke" and prov["runs"] and prov["git"]
@@ -49,16 +49,31 @@ def test_smoke_pipeline_then_cached(tmp_path, monkeypatch):
         assert {".png", ".pdf", ".md", ".csv"} <= names, (a, names)
         for f in prov["files"]: assert (d / f).is_file(), (a, f)
     assert len(list((figs / "smoke" / "runs").glob("*.json"))) == n
-    # again: every run is found by its content hash, nothing trains, the artifacts are redrawn
-    rep2 = reproduce(artifacts, scale="smoke", jobs=2, runs_dir=runs, figures_dir=figs, log=lambda *a: None)
+    # no run wrote its metrics twice
+    for m in runs.rglob("metrics.jsonl"):
+        steps = [(r.get("lr"), r["step"]) for r in map(json.loads, m.read_text().splitlines())]
+        assert len(steps) == len(set(steps)), m
+    # again: every run is found by its identity, nothing trains, the artifacts are redrawn
+    rep2 = reproduce(made, scale="smoke", jobs=2, runs_dir=runs, figures_dir=figs, log=lambda *a: None)
     assert rep2.executed == [] and len(rep2.cached) == n
+    # --redraw with the runs folder gone: the summaries alone give the same tables
+    tables = {p: p.read_bytes() for p in (figs / "smoke").rglob("*.csv")}
+    rep3 = reproduce(made, scale="smoke", redraw=True, runs_dir=tmp_path / "empty-runs", figures_dir=figs,
+                     log=lambda *a: None)
+    assert rep3.executed == [] and len(rep3.cached) == n
+    assert {p: p.read_bytes() for p in (figs / "smoke").rglob("*.csv")} == tables
 
 
-def test_glue_without_data_fails_before_training(monkeypatch, tmp_path):
-    from coupled_qk.repro import reproduce_main
+@pytest.mark.skipif(not (SHARED / "data" / "glue").exists(), reason="needs the shared GLUE samples (../shared/data)")
+def test_glue_artifact_with_shared_samples(tmp_path, monkeypatch):
+    from coupled_qk.repro import reproduce
 
-    monkeypatch.setenv("COUPLED_QK_SHARED_DATA_DIR", str(tmp_path / "nowhere"))
-    monkeypatch.setenv("COUPLED_QK_RUNS_DIR", str(tmp_path / "runs"))
-    with pytest.raises(SystemExit) as e:
-        reproduce_main(["glue", "--scale", "smoke"])
-    assert e.value.code == 2 and not (tmp_path / "runs").exists()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    rep = reproduce(["glue"], scale="smoke", jobs=2, runs_dir=tmp_path / "runs", figures_dir=tmp_path / "figures",
+                    log=lambda *a: None)
+    assert not rep.skipped and not rep.failed and (tmp_path / "figures" / "smoke" / "glue" / "provenance.json").is_file()
+
+
+def test_make_reproduce_takes_an_artifact_list():
+    text = (ROOT / "Makefile").read_text()
+    assert "ARTIFACTS" in text and "$(ARTIFACTS)" in text
