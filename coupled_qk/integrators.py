@@ -7,15 +7,16 @@ Docs: https://coupled-qk.github.io/coupled_qk/integrators.html.md"""
 
 # %% ../nbs/00_integrators.ipynb #ab39729f
 from __future__ import annotations
-import math
+
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['INTEGRATORS', 'FORCES', 'MLPForce', 'silu_grad', 'GradientForce', 'per_head', 'euler', 'leapfrog', 'mlp_only',
-           'CoupledDynamics', 'phase_map', 'phase_jacobian', 'symplectic_defect', 'oscillator', 'energy', 'trajectory']
+__all__ = ['INTEGRATORS', 'FORCES', 'FUSED_FORCES', 'mlp_force', 'MLPForce', 'silu_grad', 'gradient_force', 'GradientForce',
+           'per_head', 'euler', 'leapfrog', 'mlp_only', 'silu_grad2', 'mlp_parts', 'mlp_force_vjp', 'gradient_parts',
+           'gradient_force_vjp', 'FusedDynamics', 'integrate_fused', 'CoupledDynamics', 'phase_map', 'phase_jacobian',
+           'symplectic_defect', 'oscillator', 'energy', 'trajectory']
 
 # %% ../nbs/00_integrators.ipynb #0c20a041
 def _stacked(n_heads: int, shared: bool, *shape: int) -> nn.Parameter:
@@ -25,6 +26,10 @@ def _stacked(n_heads: int, shared: bool, *shape: int) -> nn.Parameter:
 def _headwise(x: Tensor, w: Tensor) -> Tensor:
     "x @ wᵀ for every head: w is (out, in) when shared, or (H, out, in) broadcast over x's (B, H) dims."
     return F.linear(x, w) if w.dim() == 2 else torch.matmul(x, w.transpose(-1, -2))
+
+def mlp_force(q: Tensor, w1: Tensor, w2: Tensor) -> Tensor:
+    "f(q) = W2 silu(W1 q) with shared (out, in) or per-head (H, out, in) weights."
+    return _headwise(F.silu(_headwise(q, w1)), w2)
 
 class MLPForce(nn.Module):
     "The paper's force f(q) = W2 silu(W1 q): two layers, SiLU, no biases, on each head's vectors."
@@ -39,14 +44,26 @@ class MLPForce(nn.Module):
         nn.init.normal_(self.w1, std=self.head_dim ** -0.5)
         nn.init.normal_(self.w2, std=self.hidden ** -0.5)
 
+    def weights(self) -> tuple[Tensor, Tensor]:
+        return self.w1, self.w2
+
     def forward(self, q: Tensor) -> Tensor:
-        return _headwise(F.silu(_headwise(q, self.w1)), self.w2)
+        return mlp_force(q, self.w1, self.w2)
 
 # %% ../nbs/00_integrators.ipynb #600daa1b
 def silu_grad(z: Tensor) -> Tensor:
     "d/dz of z·σ(z)."
     s = torch.sigmoid(z)
     return s * (1 + z * (1 - s))
+
+def _tokens(a: Tensor) -> Tensor:
+    "A vector weight (m,) as is, or one per head (H, m) as (H, 1, m) to broadcast over tokens."
+    return a if a.dim() == 1 else a[:, None, :]
+
+def gradient_force(q: Tensor, w: Tensor, a: Tensor) -> Tensor:
+    "f(q) = −∇V(q) = −Wᵀ(a ⊙ silu'(W q)), shared or per head."
+    g = silu_grad(_headwise(q, w)) * _tokens(a)          # (…, m)
+    return -_headwise(g, w.transpose(-1, -2))             # Wᵀ: (d, m) or (H, d, m)
 
 class GradientForce(nn.Module):
     "f(q) = -∇V(q) for the scalar potential V(q) = aᵀ silu(W q), with the gradient in closed form."
@@ -61,16 +78,15 @@ class GradientForce(nn.Module):
         nn.init.normal_(self.w, std=self.head_dim ** -0.5)
         nn.init.normal_(self.a, std=self.hidden ** -0.5)
 
+    def weights(self) -> tuple[Tensor, Tensor]:
+        return self.w, self.a
+
     def potential(self, q: Tensor) -> Tensor:
         "V(q), one scalar per vector."
-        a = self.a if self.shared else self.a[:, None, :]   # (m,) or (H, 1, m) to broadcast over tokens
-        return (F.silu(_headwise(q, self.w)) * a).sum(-1)
+        return (F.silu(_headwise(q, self.w)) * _tokens(self.a)).sum(-1)
 
     def forward(self, q: Tensor) -> Tensor:
-        a = self.a if self.shared else self.a[:, None, :]
-        g = silu_grad(_headwise(q, self.w)) * a              # (…, m)
-        w_t = self.w.transpose(-1, -2)                        # Wᵀ: (d, m) or (H, d, m)
-        return -_headwise(g, w_t)
+        return gradient_force(q, self.w, self.a)
 
 # %% ../nbs/00_integrators.ipynb #5d02c98f
 def per_head(dt: Tensor | float) -> Tensor | float:
@@ -113,6 +129,174 @@ def mlp_only(q: Tensor, k: Tensor, force, dt, n_steps: int = 1) -> tuple[Tensor,
 INTEGRATORS = {"hamiltonian": leapfrog, "euler": euler, "mlp_only": mlp_only}
 FORCES = {"mlp": MLPForce, "gradient": GradientForce}
 
+# %% ../nbs/00_integrators.ipynb #12bc8d46
+def silu_grad2(z: Tensor) -> Tensor:
+    "d²/dz² of z·σ(z)."
+    s = torch.sigmoid(z)
+    return s * (1 - s) * (2 + z * (1 - 2 * s))
+
+def _bthd(x: Tensor) -> bool:
+    "Is x (B, H, T, d) laid out as (B, T, H, d) in memory? Attention's projections and their gradients are."
+    return x.dim() == 4 and not x.is_contiguous() and x.transpose(1, 2).is_contiguous()
+
+def _lin(x: Tensor, w: Tensor) -> Tensor:
+    "`_headwise`, but a shared weight meets a (B, T, H, d)-laid-out x as it lies: one matmul, no copy."
+    if w.dim() == 2 and _bthd(x):
+        return F.linear(x.transpose(1, 2), w).transpose(1, 2)
+    return _headwise(x, w)
+
+def _outer(x: Tensor, y: Tensor) -> Tensor:
+    "Σ over batch and tokens of xᵀy, per head: (B, H, T, m), (B, H, T, d) → (H, m, d)."
+    if _bthd(x) and _bthd(y):   # one matmul per head with all B·T tokens as the inner dimension
+        xt, yt = (t.transpose(1, 2).flatten(0, 1).transpose(0, 1) for t in (x, y))
+        return xt.transpose(1, 2) @ yt
+    return (x.transpose(-1, -2) @ y).sum(0)
+
+def mlp_parts(q: Tensor, w1: Tensor, w2: Tensor) -> tuple[Tensor, tuple]:
+    "f(q) and what its backward reuses, (z, h)."
+    z = _lin(q, w1)
+    h = F.silu(z)
+    return _lin(h, w2), (z, h)
+
+def mlp_force_vjp(q: Tensor, g: Tensor, w1: Tensor, w2: Tensor, acts=None):
+    "For cotangent g on f(q): (q̄, per-head (W̄1, W̄2), per-head ⟨g, f(q)⟩)."
+    z, h = acts if acts is not None else mlp_parts(q, w1, w2)[1]
+    gh = _lin(g, w2.transpose(-1, -2))                   # W2ᵀg: (…, m)
+    gz = torch.ops.aten.silu_backward(gh, z)             # silu'(z) ⊙ W2ᵀg in one kernel (= gh * silu_grad(z))
+    gw2 = _outer(g, h)                                   # (H, d, m)
+    dot = (gw2 * w2).sum((-1, -2))                       # ⟨g, W2 h⟩ = ⟨Σ g hᵀ, W2⟩
+    return _lin(gz, w1.transpose(-1, -2)), (_outer(gz, q), gw2), dot
+
+def gradient_parts(q: Tensor, w: Tensor, a: Tensor) -> tuple[Tensor, tuple]:
+    "f(q) and what its backward reuses, (z,)."
+    z = _lin(q, w)
+    return -_lin(silu_grad(z) * _tokens(a), w.transpose(-1, -2)), (z,)
+
+def gradient_force_vjp(q: Tensor, g: Tensor, w: Tensor, a: Tensor, acts=None):
+    "For cotangent g on f(q) = −Wᵀ(a ⊙ silu'(Wq)): (q̄, per-head (W̄, ā), per-head ⟨g, f(q)⟩)."
+    z = acts[0] if acts is not None else _lin(q, w)
+    gu = -_lin(g, w)                                     # ū = −W g: (…, m)
+    s1 = silu_grad(z)
+    ga = (gu * s1).sum(2).sum(0)                         # (H, m)
+    gz = gu * _tokens(a) * silu_grad2(z)
+    gw = _outer(gz, q) - _outer(s1 * _tokens(a), g)
+    return _lin(gz, w.transpose(-1, -2)), (gw, ga), (ga * a).sum(-1)
+
+# force name (as in FORCES) -> (its function, the same returning reusable parts, its backward)
+FUSED_FORCES = {"mlp": (mlp_force, mlp_parts, mlp_force_vjp),
+                "gradient": (gradient_force, gradient_parts, gradient_force_vjp)}
+
+# %% ../nbs/00_integrators.ipynb #83985745
+def _replay(method: str, q: Tensor, k: Tensor, parts, dt, n: int):
+    """Re-run n steps without a graph, keeping what the backward reads: the points qs where f is
+    differentiated, the velocities vs each drift used, and the force's parts at the points where the
+    forward already evaluated f (None where the backward must compute them)."""
+    acts = []
+    def f(x):
+        fx, a = parts(x)
+        acts.append(a)
+        return fx
+    qs, vs = [q], []
+    if method == "euler":
+        for i in range(n):
+            vs.append(k)
+            if i < n - 1:   # the last state is never read
+                q, k = _axpy(q, dt, k), _axpy(k, dt, f(q))
+                qs.append(q)
+    elif method == "hamiltonian":
+        half, fq = dt * 0.5, f(q)
+        for i in range(n):
+            k = _axpy(k, half, fq)
+            vs.append(k)
+            q = _axpy(q, dt, k)
+            qs.append(q)
+            if i < n - 1:
+                fq = f(q)
+                k = _axpy(k, half, fq)
+    else:
+        for _ in range(n - 1):
+            q = _axpy(q, dt, f(q))
+            qs.append(q)
+    return qs, vs, acts + [None] * (len(qs) - len(acts))
+
+def _head_dot(x: Tensor, y: Tensor) -> Tensor:
+    "⟨x, y⟩ per head of (B, H, T, d) tensors: (H,)."
+    return (x * y).sum((0, 2, 3))
+
+def _matmul_dtype(q: Tensor, dtype: torch.dtype) -> torch.dtype:
+    "The force's matmul dtype: autocast's where it is on (as the reference path gets), else the state's."
+    dev = q.device.type
+    return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else dtype
+
+def _replayed(ctx, q, k, dt, ws):
+    "The replayed trajectory, and the force's backward at its i-th point in the matmul dtype."
+    _, parts, vjp = FUSED_FORCES[ctx.kind]
+    wm = [w.to(ctx.md) for w in ws]
+    d = per_head(dt)
+    # one copy of q0 into (B, T, H, d) order, the order the incoming gradients have
+    q0 = q.transpose(1, 2).contiguous().transpose(1, 2) if q.stride(1) < q.stride(2) else q.contiguous()
+    qs, vs, acts = _replay(ctx.method, q0, k, lambda x: parts(x.to(ctx.md), *wm), d, ctx.n_steps)
+    return (lambda i, g: vjp(qs[i].to(ctx.md), g.to(ctx.md), *wm, acts=acts[i])), qs, vs, d
+
+class FusedDynamics(torch.autograd.Function):
+    "n steps of `method` (hamiltonian, euler, mlp_only) with a hand-written backward; see the text above."
+    @staticmethod
+    def forward(ctx, method: str, kind: str, n_steps: int, q: Tensor, k: Tensor, dt: Tensor, *ws: Tensor):
+        ctx.md = _matmul_dtype(q, torch.promote_types(q.dtype, dt.dtype))
+        wm = [w.to(ctx.md) for w in ws]
+        fn = FUSED_FORCES[kind][0]
+        # the reference function itself, so the forward values are the reference's exactly
+        qn, kn = INTEGRATORS[method](q, k, lambda x: fn(x.to(ctx.md), *wm), dt, n_steps)
+        ctx.save_for_backward(q, k, dt, *ws)
+        ctx.method, ctx.kind, ctx.n_steps = method, kind, n_steps
+        return qn if method == "mlp_only" else (qn, kn)
+
+    @staticmethod
+    def backward(ctx, gq: Tensor, gk: Tensor | None = None):
+        q, k, dt, *ws = ctx.saved_tensors
+        kick, _, vs, d = _replayed(ctx, q, k, dt, ws)
+        n = ctx.n_steps
+        gdt = torch.zeros_like(dt)
+        gw = [0.0] * len(ws)            # per-head sums, scaled by Δt at the end
+
+        def force_back(i, g, c):
+            "The kick k += c·Δt·f(qs[i]) backwards: returns J_fᵀ g; adds its share to Δt's and the weights'."
+            vq, parts_w, dot = kick(i, g)
+            for j, t in enumerate(parts_w):
+                gw[j] = gw[j] + c * t.to(dt.dtype)
+            gdt.add_(dot.to(dt.dtype), alpha=c)
+            return vq
+
+        if ctx.method == "euler":
+            for i in reversed(range(n)):
+                vq = force_back(i, gk, 1.0)
+                gdt.add_(_head_dot(gq, vs[i]))
+                gq, gk = torch.addcmul(gq, d, vq), torch.addcmul(gk, d, gq)
+        elif ctx.method == "hamiltonian":
+            for i in reversed(range(n + 1)):
+                c = 0.5 if i in (0, n) else 1.0
+                gq = torch.addcmul(gq, d * c, force_back(i, gk, c))
+                if i > 0:   # the drift into qs[i]
+                    gdt.add_(_head_dot(gq, vs[i - 1]))
+                    gk = torch.addcmul(gk, d, gq)
+        else:
+            for i in reversed(range(n)):
+                gq = torch.addcmul(gq, d, force_back(i, gq, 1.0))
+            gk = None   # k passes by the function (see integrate_fused)
+        gws = []
+        for w, g in zip(ws, gw):
+            g = g * dt.view(-1, *[1] * (g.dim() - 1))    # per-head Δt, then a shared weight sums the heads
+            gws.append((g.sum(0) if w.dim() < g.dim() else g).to(w.dtype))
+        return None, None, None, gq, gk, gdt, *gws
+
+def integrate_fused(method: str, q: Tensor, k: Tensor, force: nn.Module, dt: Tensor, n_steps: int = 1):
+    "`INTEGRATORS[method](q, k, force, dt, n_steps)` through `FusedDynamics`; dt is one Δt per head, (H,)."
+    kind = next((name for name, cls in FORCES.items() if type(force) is cls), None)
+    if kind is None:
+        raise TypeError(f"the fused path knows {', '.join(c.__name__ for c in FORCES.values())}, not {type(force).__name__}")
+    out = FusedDynamics.apply(method, kind, n_steps, q, k, dt, *force.weights())
+    return (out, k) if method == "mlp_only" else out
+
 # %% ../nbs/00_integrators.ipynb #0f7128cf
 def _choice(kind: str, value, valid) -> None:
     if value not in valid:
@@ -121,12 +305,14 @@ def _choice(kind: str, value, valid) -> None:
 class CoupledDynamics(nn.Module):
     "Evolve (q, k) of shape (B, H, T, d_h) for n_steps with a learned force and a learnable Δt per head."
     def __init__(self, method: str, n_heads: int, head_dim: int, n_steps: int = 1, dt_init: float = 0.1,
-                 hidden: int | None = None, force: str = "mlp", shared_force: bool = True, recompute: bool = True):
+                 hidden: int | None = None, force: str = "mlp", shared_force: bool = True, recompute: bool = True,
+                 fused: bool = True):
         super().__init__()
         _choice("integrator", method, INTEGRATORS)
         _choice("force", force, FORCES)
-        if n_steps < 1: raise ValueError(f"n_steps={n_steps}; it must be at least 1")
-        self.method, self.n_steps, self.recompute = method, n_steps, recompute
+        if n_steps < 1:
+            raise ValueError(f"n_steps={n_steps}; it must be at least 1")
+        self.method, self.n_steps, self.recompute, self.fused = method, n_steps, recompute, fused
         self.integrate = INTEGRATORS[method]
         self.force = FORCES[force](head_dim, hidden, n_heads, shared_force)
         self.dt = nn.Parameter(torch.full((n_heads,), float(dt_init)))
@@ -135,12 +321,16 @@ class CoupledDynamics(nn.Module):
         return self.integrate(q, k, self.force, self.dt, self.n_steps)
 
     def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
-        if self.recompute and torch.is_grad_enabled():
+        if not torch.is_grad_enabled():
+            return self._run(q, k)
+        if self.fused:
+            return integrate_fused(self.method, q, k, self.force, self.dt, self.n_steps)
+        if self.recompute:
             return torch.utils.checkpoint.checkpoint(self._run, q, k, use_reentrant=False, preserve_rng_state=False)
         return self._run(q, k)
 
     def extra_repr(self) -> str:
-        return f"method={self.method}, n_steps={self.n_steps}"
+        return f"method={self.method}, n_steps={self.n_steps}, fused={self.fused}"
 
 # %% ../nbs/00_integrators.ipynb #e39fffa7
 def phase_map(integrate, force, dt, n_steps: int = 1):
