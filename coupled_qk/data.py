@@ -20,14 +20,14 @@ from .settings import load_settings, UserError, atomic_write, replacing
 __all__ = ['SPLITS', 'TEXT_COLUMNS', 'CAPS', 'PINS', 'DEBMIX_PACKAGES', 'EMBEDDED', 'HUB_CORPORA', 'WIKITEXT103_TRAIN_CHARS',
            'CORPORA', 'MANIFEST', 'EOT', 'R50K_PATTERN', 'GPT2_VOCAB', 'TOKENIZERS', 'GLUE_TASKS', 'DataError',
            'doc_hash', 'split_of', 'hash_split', 'fingerprint', 'cap_docs', 'wikitext_articles',
-           'pubmed_json_abstracts', 'blank_line_documents', 'data_dir', 'read_local_corpus', 'check_splits',
-           'deb_version', 'fetch_deb', 'unpack_deb', 'EmbeddedCaps', 'Pin', 'prepared_versions', 'drift', 'chunk_lines',
-           'rst_section_start', 'py_toplevel_start', 'build_pydocs', 'build_pystdlib', 'dictd_entries',
-           'fortune_cookies', 'kjv_chapters', 'build_debmix', 'hub_reachable', 'load_hub', 'build_hub', 'read_manifest',
-           'source_of', 'source_key', 'corpus_dir', 'known_fingerprint', 'prepare', 'Corpus', 'load_corpus',
-           'TextTokenizer', 'gpt2_tokenizer', 'byte_tokenizer', 'bpe_tokenizer', 'get_tokenizer', 'token_cache',
-           'cache_mismatch', 'get_batch', 'eval_batches', 'eval_tokens', 'GlueTask', 'GlueSplit', 'load_glue',
-           'data_main']
+           'pubmed_json_abstracts', 'blank_line_documents', 'data_dir', 'quiet_datasets', 'read_local_corpus',
+           'check_splits', 'deb_version', 'fetch_deb', 'unpack_deb', 'EmbeddedCaps', 'Pin', 'prepared_versions',
+           'drift', 'chunk_lines', 'rst_section_start', 'py_toplevel_start', 'build_pydocs', 'build_pystdlib',
+           'dictd_entries', 'fortune_cookies', 'kjv_chapters', 'build_debmix', 'hub_reachable', 'load_hub', 'build_hub',
+           'read_manifest', 'source_of', 'source_key', 'corpus_dir', 'known_fingerprint', 'prepare', 'Corpus',
+           'load_corpus', 'TextTokenizer', 'gpt2_tokenizer', 'byte_tokenizer', 'bpe_tokenizer', 'get_tokenizer',
+           'token_cache', 'cache_mismatch', 'get_batch', 'eval_batches', 'eval_tokens', 'GlueTask', 'GlueSplit',
+           'load_glue', 'data_main']
 
 # %% ../nbs/03_data.ipynb #b38a3a11
 class DataError(UserError):
@@ -120,6 +120,13 @@ def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
         for block in iter(lambda: fh.read(1 << 22), b""): h.update(block)
     return h.hexdigest()
 
+def quiet_datasets():
+    "The `datasets` module, with its progress bars and info logging off: the user sees our lines, not its chatter."
+    import datasets
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    return datasets
+
 def _shared(*parts) -> Path | None:
     "A path inside the shared sample folder, or None when the setting or the file is absent."
     s = load_settings().shared_data_dir
@@ -161,7 +168,7 @@ def _has_blank_line(f: Path) -> bool:
 
 def _read_file_docs(f: Path, style: str) -> list[str]:
     "Documents of one local file, read through datasets' local builders (or the PubMedQA parser)."
-    import datasets
+    datasets = quiet_datasets()
     if _is_pubmedqa_json(f): return pubmed_json_abstracts(f)
     builder = _EXT_BUILDER[f.suffix]
     kw = {}
@@ -441,7 +448,7 @@ def _offline_error(name: str, what: str) -> DataError:
 
 def load_hub(name: str, hub_id: str, **kw):
     "datasets.load_dataset for `owner/name[:config]`, failing fast with the fix when the hub is unreachable."
-    import datasets
+    datasets = quiet_datasets()
     # offline mode may still be served from the local hub cache (and fails fast); otherwise probe before datasets retries
     # (datasets reads HF_HUB_OFFLINE when imported: set later, it would still retry, so that case fails here too)
     if (not _offline_env() and not hub_reachable()) or (_offline_env() and not datasets.config.HF_HUB_OFFLINE):
@@ -615,7 +622,7 @@ class Corpus:
 def load_corpus(name: str) -> Corpus:
     "The corpus `name` (prepared on first use): documents of train/validation/test and its fingerprint."
     meta = prepare(name)
-    d = corpus_dir(meta["name"])
+    d = corpus_dir(name, meta["source"])
     splits = {s: [json.loads(l) for l in open(d / f"{s}.jsonl", encoding="utf-8")] for s in SPLITS}
     return Corpus(meta["name"], splits, meta["fingerprint"], meta)
 

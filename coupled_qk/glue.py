@@ -7,7 +7,7 @@ Docs: https://coupled-qk.github.io/coupled_qk/glue.html.md"""
 
 # %% ../nbs/06_glue.ipynb #754ba85d
 from __future__ import annotations
-import hashlib, json, math, os, sys, time
+import hashlib, json, math, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch
@@ -17,7 +17,7 @@ from . import __version__
 from .attention import VARIANTS
 from .model import GPT, PRESETS, n_params, coupling_params
 from .data import GLUE_TASKS, DataError, load_glue, get_tokenizer, doc_hash
-from .settings import load_settings, resolve_device
+from .settings import resolve_device
 from .bench import git_revision, hardware
 from .train import (TrainConfig, ConfigError, check_choice, check_corpus, check_tokenizer, config_hash,
                               default_run_dir, make_optimizer, cosine_lr, load_checkpoint, run_lock, CHOICES)
@@ -52,7 +52,7 @@ class GlueConfig:
     weight_decay: float = 0.01
     warmup_frac: float = 0.06
     seed: int = 0
-    device: str = "auto"
+    device: str | None = None          # auto, cpu, cuda, cuda:N or mps; None = the `device` setting
     glue_dir: str | None = None
     NON_RESULT_FIELDS = ("device", "glue_dir")
 

@@ -8,11 +8,11 @@ Docs: https://coupled-qk.github.io/coupled_qk/repro.html.md"""
 
 # %% ../nbs/09_repro.ipynb #be278ef9
 from __future__ import annotations
-import argparse, functools, hashlib, json, logging, os, time
+import functools, json, logging, os, time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from .settings import load_settings, atomic_write, UserError, SCALES
+from .settings import load_settings, atomic_write, UserError
 
 # %% auto #0
 __all__ = ['KINDS', 'PAPER_CORPORA', 'EMBEDDED', 'SCALE_SPECS', 'MAIN', 'ARTIFACTS', 'CPU_TOKENS_PER_S', 'CUDA_TOKENS_PER_S',
@@ -37,7 +37,8 @@ class Run:
 
     def typed(self):
         "The config dataclass of an LM or MQAR run (validated)."
-        from coupled_qk.train import TrainConfig, MQARTrainConfig
+        from coupled_qk.train import TrainConfig
+        from coupled_qk.mqar import MQARTrainConfig
         return {"lm": TrainConfig, "mqar": MQARTrainConfig}[self.kind](**self.config)
 
     @functools.cached_property
@@ -239,9 +240,9 @@ def experiment_config(run: Run, out: Path, device: str | None = None) -> dict:
     if run.kind == "glue" and glue_dir_for() is not None: config["glue_dir"] = str(glue_dir_for())
     return config
 
-def execute_run(run: Run, runs_dir: Path, device: str | None = None, log=print) -> Path:
+def execute_run(run: Run, runs_dir: Path, device: str | None = None, log=print) -> Path | None:
     """Execute `run`'s experiment notebook with papermill; return its folder. One reproduce executes a run: a
-    second process waits for the first, then finds the run finished."""
+    second process waits for the first, then finds the run finished (and returns None)."""
     import papermill as pm
     from filelock import FileLock
     out = run_dir(run, runs_dir)
@@ -249,7 +250,7 @@ def execute_run(run: Run, runs_dir: Path, device: str | None = None, log=print) 
     with FileLock(str(out / ".reproduce.lock")):
         if (out / "result.json").is_file():
             log(f"  {run.run_id}: finished by another process")
-            return out
+            return None
         atomic_write(out / "run.json", json.dumps(dict(run_id=run.run_id, kind=run.kind, config=run.config), indent=1))
         t = time.time()
         pm.execute_notebook(str(nbs_dir() / EXPERIMENTS[run.kind]), str(out / "run.ipynb"),
@@ -359,9 +360,9 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
                 for f in as_completed(futs):
                     r = futs[f]
                     try:
-                        f.result()
+                        ran = f.result() is not None
                         write_summary(r, runs_dir, summaries)
-                        rep.executed.append(r.run_id)
+                        (rep.executed if ran else rep.cached).append(r.run_id)
                         done_ids.add(r.run_id)
                     except Exception as e:   # keep going; report every failure at the end
                         rep.failed.append(r.run_id)

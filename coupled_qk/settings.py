@@ -7,7 +7,7 @@ Docs: https://coupled-qk.github.io/coupled_qk/settings.html.md"""
 
 # %% ../nbs/10_settings.ipynb #9845bce6
 from __future__ import annotations
-import configparser, contextlib, dataclasses, os
+import configparser, contextlib, os
 from dataclasses import dataclass, fields
 from pathlib import Path
 

@@ -7,7 +7,7 @@ Docs: https://coupled-qk.github.io/coupled_qk/train.html.md"""
 
 # %% ../nbs/05_train.ipynb #254e1f29
 from __future__ import annotations
-import contextlib, dataclasses, hashlib, json, math, os, pickle, random, re, sys, time, zipfile
+import contextlib, dataclasses, hashlib, json, math, os, pickle, random, re, time, zipfile
 from contextlib import nullcontext
 from dataclasses import dataclass, asdict
 from pathlib import Path
@@ -15,23 +15,21 @@ import numpy as np
 import torch
 import torch.nn as nn
 from . import __version__
-from .attention import VARIANTS, AttentionConfig, POSITIONAL
+from .attention import VARIANTS, POSITIONAL
 from .model import GPT, GPTConfig, PRESETS, model_config, n_params, coupling_params
 from .data import (CORPORA, SPLITS, DataError, load_corpus, get_tokenizer, token_cache, get_batch,
-                             eval_batches, eval_tokens, known_fingerprint, prepare)
-from .mqar import MQAR_PRESETS, MQARConfig, mqar_config, make_mqar_splits, mqar_accuracy
+                             eval_batches, known_fingerprint, prepare)
 from .settings import load_settings, resolve_device, UserError, atomic_write, replacing, remove_stale_temporaries
 from .cli import config_parser, config_from_args, UsageError
 from .bench import git_revision, hardware
 
 # %% auto #0
-__all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'NON_RESULT_FIELDS', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'ZOOLOGY_LRS',
-           'CHOICES', 'ConfigError', 'check_choice', 'check_corpus', 'check_tokenizer', 'TrainConfig', 'data_identity',
+__all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'NON_RESULT_FIELDS', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'CHOICES',
+           'ConfigError', 'check_choice', 'check_corpus', 'check_tokenizer', 'TrainConfig', 'data_identity',
            'config_hash', 'param_groups', 'make_optimizer', 'cosine_lr', 'lr_at', 'rng_state', 'set_rng_state',
            'CheckpointError', 'save_checkpoint', 'load_checkpoint', 'Dist', 'init_dist', 'all_sum', 'rank_batch',
            'autocast', 'evaluate', 'run_id', 'default_run_dir', 'RunBusy', 'run_lock', 'read_metrics', 'dt_per_head',
-           'TrainingDiverged', 'check_split_sizes', 'train', 'MQARTrainConfig', 'mqar_eval', 'train_mqar_lr',
-           'train_mqar', 'train_main', 'mqar_main']
+           'TrainingDiverged', 'check_split_sizes', 'check_same_run', 'train', 'train_main']
 
 # %% ../nbs/05_train.ipynb #f5b8d07a
 DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-4096"}      # others (the paper presets): gpt2
@@ -90,7 +88,7 @@ class TrainConfig:
     eval_every: int = 200              # steps between validation passes; 0 = only at the end
     eval_batches: int | None = None    # batches per evaluation; None = a full deterministic pass over the split
     # execution (not part of the run's identity)
-    device: str = "auto"               # auto, cpu, cuda, cuda:N or mps
+    device: str | None = None          # auto, cpu, cuda, cuda:N or mps; None = the `device` setting
     dtype: str = "auto"                # auto: bf16 autocast on CUDA, float32 elsewhere
     compile: bool = False              # torch.compile the model
     log_every: int = 10                # steps between metrics records
@@ -348,7 +346,7 @@ def check_split_sizes(tokens: dict, seq_len: int, corpus: str) -> None:
             raise DataError(f"{corpus}: the {s} split has {len(tokens[s]):,} tokens, fewer than seq_len + 1 = "
                             f"{seq_len + 1}; use --seq-len {max(1, len(tokens[s]) - 1)} or less, or a larger corpus")
 
-def _check_same_run(what: Path, recorded: str | None, chash: str) -> None:
+def check_same_run(what: Path, recorded: str | None, chash: str) -> None:
     if recorded != chash:
         raise CheckpointError(f"{what} belongs to another run (identity {str(recorded)[:12]}, this run's is {chash[:12]}: "
                               "another config, or the same config on other data); pick another --out, or --overwrite")
@@ -363,22 +361,32 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = Tr
     d, device = init_dist(device)
     prepare(cfg.corpus)                     # the corpus's fingerprint is part of the run's identity
     out = Path(out_dir) if out_dir else default_run_dir("lm", cfg, d.world_size)
+    # what can be checked is checked before any folder is made: the run in `out`, then the data's size
+    _finished_or_checkpoint(out, config_hash(cfg), resume, device)
+    check_split_sizes(_load_tokens(cfg)[2], cfg.block_size, cfg.corpus)
     with run_lock(out, wait) if d.main else nullcontext(out):
         return _train(cfg, out, d, device, resume, quiet, stop_at)
+
+def _finished_or_checkpoint(out: Path, chash: str, resume: bool, device) -> tuple[dict | None, dict | None]:
+    "(a finished run's result, or None; the checkpoint to resume from, or None), each checked to be this run's."
+    if not resume: return None, None
+    if (out / "result.json").is_file():
+        res = json.loads((out / "result.json").read_text())
+        check_same_run(out / "result.json", res.get("config_hash"), chash)
+        return res, None
+    if not (out / "ckpt.pt").is_file(): return None, None
+    st = load_checkpoint(out / "ckpt.pt", device)
+    check_same_run(out / "ckpt.pt", st.get("config_hash"), chash)
+    return None, st
 
 def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bool, stop_at: int | None) -> dict:
     total = cfg.total_steps(d.world_size)
     data = cfg.data_identity()
     chash = config_hash(cfg, data)
-    if resume and (out / "result.json").is_file():
-        res = json.loads((out / "result.json").read_text())
-        _check_same_run(out / "result.json", res.get("config_hash"), chash)
-        return res
+    done, st = _finished_or_checkpoint(out, chash, resume, device)   # again, under the lock: it is authoritative
+    if done is not None: return done
     ckpt = out / "ckpt.pt"
-    st = load_checkpoint(ckpt, device) if resume and ckpt.is_file() else None    # checked before any data work
-    if st is not None: _check_same_run(ckpt, st.get("config_hash"), chash)
     corpus, tok, tokens = _load_tokens(cfg)
-    check_split_sizes(tokens, cfg.block_size, cfg.corpus)
 
     torch.manual_seed(cfg.seed)                      # identical initial weights on every rank
     mcfg = cfg.model_config(tok.vocab_size)
@@ -496,140 +504,9 @@ def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bo
     if d.main: atomic_write(out / "result.json", json.dumps(res, indent=1))
     return res
 
-# %% ../nbs/05_train.ipynb #27999699
-ZOOLOGY_LRS = (1e-4, 4.6e-4, 2.2e-3, 1e-2)       # np.logspace(-4, -2, 4), Zoology's MQAR sweep
-
-@dataclass
-class MQARTrainConfig:
-    "One MQAR experiment: the task, the model, and the learning-rate sweep."
-    task: str = "easy"                 # a key of MQAR_PRESETS
-    vocab_size: int | None = None      # task overrides (None = the preset's value)
-    seq_len: int | None = None
-    num_kv_pairs: int | None = None
-    power_a: float | None = None
-    n_train: int = 20_000
-    n_test: int = 1_000
-    variant: str = "standard"
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 2
-    positional: str = "learned"        # at smoke scale rope memorised the training set where learned generalised
-    n_steps: int | None = None         # coupled-variant overrides
-    dt_init: float | None = None
-    epochs: int = 16
-    batch_size: int = 64
-    lrs: tuple = ZOOLOGY_LRS
-    weight_decay: float = 0.1
-    seed: int = 0
-    device: str = "auto"
-    NON_RESULT_FIELDS = ("device",)
-
-    def __post_init__(self):
-        check_choice("MQAR task", self.task, tuple(MQAR_PRESETS))
-        check_choice("variant", self.variant, VARIANTS)
-        check_choice("positional encoding", self.positional, POSITIONAL)
-        self.lrs = tuple(float(x) for x in self.lrs)
-        if not self.lrs or min(self.lrs) <= 0: raise ConfigError(f"lrs={self.lrs}: give one or more positive learning rates")
-        for k in ("n_train", "n_test", "epochs", "batch_size", "d_model", "n_layers", "n_heads"):
-            if getattr(self, k) < 1: raise ConfigError(f"{k}={getattr(self, k)}; it must be at least 1")
-        try: self.task_config(); self.model_config()
-        except ValueError as e: raise ConfigError(str(e)) from None
-
-    def task_config(self) -> MQARConfig:
-        over = {k: getattr(self, k) for k in ("vocab_size", "seq_len", "num_kv_pairs", "power_a") if getattr(self, k) is not None}
-        return mqar_config(self.task, num_examples=self.n_train, seed=self.seed, **over)
-
-    def model_config(self) -> GPTConfig:
-        t = self.task_config()
-        over = {k: getattr(self, k) for k in ("n_steps", "dt_init") if getattr(self, k) is not None}
-        return model_config("smoke", self.variant, vocab_size=t.vocab_size, seq_len=t.seq_len, d_model=self.d_model,
-                            n_layers=self.n_layers, n_heads=self.n_heads, positional=self.positional, **over)
-
-@torch.no_grad()
-def mqar_eval(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, device, batch_size: int = 256) -> tuple[float, float]:
-    "(accuracy at query positions, mean loss) of `model` on a split."
-    model.eval()
-    correct, n, loss_sum = 0, 0, 0.0
-    for i in range(0, len(inputs), batch_size):
-        x, y = inputs[i:i + batch_size].to(device), labels[i:i + batch_size].to(device)
-        logits, loss = model(x, y)
-        k = int((y != -100).sum())
-        correct += round(mqar_accuracy(logits, y) * k); n += k; loss_sum += float(loss) * k
-    model.train()
-    return correct / n, loss_sum / n
-
-def train_mqar_lr(cfg: MQARTrainConfig, lr: float, splits, device, quiet: bool = True) -> dict:
-    "Train one model at one learning rate; test accuracy after every epoch."
-    torch.manual_seed(cfg.seed)
-    model = GPT(cfg.model_config()).to(device)
-    opt = make_optimizer(model, lr, cfg.weight_decay, device)
-    xtr, ytr = splits.train
-    steps_per_epoch = math.ceil(len(xtr) / cfg.batch_size)
-    total = cfg.epochs * steps_per_epoch
-    gen = torch.Generator().manual_seed(cfg.seed)
-    hist, step = [], 0
-    from tqdm.auto import tqdm
-    bar = tqdm(total=total, disable=quiet, desc=f"mqar {cfg.variant} lr={lr:.2g}", unit="step")
-    t0 = time.perf_counter()
-    for epoch in range(cfg.epochs):
-        perm = torch.randperm(len(xtr), generator=gen)
-        for i in range(0, len(xtr), cfg.batch_size):
-            for gr in opt.param_groups: gr["lr"] = cosine_lr(step, lr, 0.0, 0, total)
-            idx = perm[i:i + cfg.batch_size]
-            loss = model(xtr[idx].to(device), ytr[idx].to(device))[1]
-            if not math.isfinite(loss.item()): break
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step(); opt.zero_grad(set_to_none=True)
-            step += 1; bar.update(1)
-        acc, tl = mqar_eval(model, *splits.test, device)
-        loss = loss.item()
-        hist.append(dict(epoch=epoch + 1, step=step, train_loss=loss, test_loss=tl, test_acc=acc,
-                         elapsed=round(time.perf_counter() - t0, 3)))
-        bar.set_postfix(loss=f"{loss:.3f}", acc=f"{acc:.3f}")
-        if not math.isfinite(loss): break          # a diverged lr is a result of the sweep, not an error
-    bar.close()
-    return dict(lr=lr, test_acc=hist[-1]["test_acc"], best_epoch_acc=max(h["test_acc"] for h in hist),
-                diverged=not math.isfinite(loss), history=hist, dt=dt_per_head(model))
-
-def train_mqar(cfg: MQARTrainConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True) -> dict:
-    "The learning-rate sweep of one MQAR experiment; writes metrics.jsonl and result.json; returns the result."
-    device = resolve_device(cfg.device)
-    out = Path(out_dir) if out_dir else default_run_dir("mqar", cfg)
-    with run_lock(out, wait):
-        return _train_mqar(cfg, out, device, quiet)
-
-def _train_mqar(cfg: MQARTrainConfig, out: Path, device, quiet: bool) -> dict:
-    chash = config_hash(cfg)
-    if (out / "result.json").is_file():             # finished (by another process, perhaps, while we waited)
-        res = json.loads((out / "result.json").read_text())
-        _check_same_run(out / "result.json", res.get("config_hash"), chash)
-        return res
-    atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash), indent=1))
-    task = cfg.task_config()
-    splits = make_mqar_splits(task, cfg.n_train, cfg.n_test, seed=cfg.seed)
-    (out / "metrics.jsonl").unlink(missing_ok=True)
-    t0, sweep = time.perf_counter(), []
-    for lr in cfg.lrs:
-        r = train_mqar_lr(cfg, lr, splits, device, quiet)
-        with open(out / "metrics.jsonl", "a") as fh:
-            for h in r["history"]: fh.write(json.dumps(dict(lr=lr, **h)) + "\n")
-        sweep.append(r)
-        _say(f"lr {lr:.3g}: test accuracy {r['test_acc']:.3f}", quiet, Dist())
-    best = max(sweep, key=lambda r: (r["test_acc"], -r["lr"]))
-    model = GPT(cfg.model_config())
-    res = dict(kind="mqar", config=asdict(cfg), config_hash=chash, task=splits.provenance(),
-               model=asdict(cfg.model_config()), params=n_params(model), coupling_params=coupling_params(model),
-               best_lr=best["lr"], test_acc=best["test_acc"], chance=2 / task.vocab_size, sweep=sweep,
-               coupled_qk_version=__version__, torch_version=torch.__version__, git_revision=git_revision(),
-               hardware=hardware(), device=str(device), wall_clock_s=round(time.perf_counter() - t0, 3))
-    atomic_write(out / "result.json", json.dumps(res, indent=1))
-    return res
-
 # %% ../nbs/05_train.ipynb #3dadcc04
 CHOICES = {"preset": tuple(PRESETS), "variant": VARIANTS, "corpus": CORPORA + ("NAME=PATH", "a path"),
-           "tokenizer": ("gpt2", "bytes", "bpe-N"), "positional": POSITIONAL, "dtype": DTYPES,
-           "task": tuple(MQAR_PRESETS)}
+           "tokenizer": ("gpt2", "bytes", "bpe-N"), "positional": POSITIONAL, "dtype": DTYPES}
 
 def _destroy_process_group() -> None:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -659,15 +536,3 @@ def train_main(argv: list[str] | None = None) -> int:
         print(f"val ppl {res['val_ppl']:.3f}, test ppl {res['test_ppl']:.3f}; results in {out}")
     return 0
 
-def mqar_main(argv: list[str] | None = None) -> int:
-    "`coupled-qk mqar --task easy --variant V [--lrs 1e-3 3e-3] [--out DIR]`"
-    p = config_parser(MQARTrainConfig, "coupled-qk mqar", "Train MQAR with a learning-rate sweep.", CHOICES)
-    p.add_argument("--out", type=Path, default=None, help="run directory (default: runs_dir/mqar/<run id>)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    a = p.parse_args(argv)
-    cfg = config_from_args(MQARTrainConfig, a)
-    resolve_device(cfg.device)
-    out = a.out or default_run_dir("mqar", cfg)
-    res = train_mqar(cfg, out, quiet=a.quiet, wait=False)
-    print(f"best lr {res['best_lr']:.3g}, test accuracy {res['test_acc']:.3f}; results in {out}")
-    return 0

@@ -77,3 +77,26 @@ def test_glue_artifact_with_shared_samples(tmp_path, monkeypatch):
 def test_make_reproduce_takes_an_artifact_list():
     text = (ROOT / "Makefile").read_text()
     assert "ARTIFACTS" in text and "$(ARTIFACTS)" in text
+
+
+def test_two_concurrent_reproduces_write_each_run_once(tmp_path):
+    """Two `coupled-qk reproduce` processes on one runs folder: each run is trained by one of them (the other
+    waits on the run's lock and then finds it finished), no metrics line is written twice, and a later
+    reproduce finds everything done."""
+    import os, subprocess, sys
+    env = dict(os.environ, OMP_NUM_THREADS="1", COUPLED_QK_RUNS_DIR=str(tmp_path / "runs"),
+               COUPLED_QK_FIGURES_DIR=str(tmp_path / "figures"))
+    cmd = [str(Path(sys.executable).with_name("coupled-qk")), "reproduce", "steps", "--scale", "smoke"]
+    procs = [subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=900) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-2000:]
+    executed = [int(out.split("executed ")[1].split()[0]) for out, _ in outs]
+    n_runs = len(list((tmp_path / "runs" / "lm").iterdir()))
+    assert sum(executed) == n_runs, (executed, n_runs)
+    for m in (tmp_path / "runs").rglob("metrics.jsonl"):
+        steps = [json.loads(line)["step"] for line in m.read_text().splitlines()]
+        assert len(steps) == len(set(steps)), m
+    again = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "executed 0 runs" in again.stdout, again.stderr[-2000:]

@@ -1,0 +1,168 @@
+"""Bad input, as a user meets it: every expected failure of every command is one line on stderr and exit
+status 2, no traceback, raised before any compute, and no file in the workspace is lost or changed.
+
+Each case runs `coupled-qk ARGS` in this process (the same `cli.main` the console script calls) inside a
+workspace whose runs, figures and settings live in a temporary folder; the prepared corpora are the project's.
+"""
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+SMOKE = ["--preset", "smoke", "--corpus", "pydocs", "--device", "cpu", "--quiet"]
+
+
+def _run_with_ckpt(ws: Path, payload) -> Path:
+    "A run folder whose ckpt.pt holds `payload` (bytes are written raw, anything else through torch.save)."
+    import torch
+    out = ws / "runs" / "victim"
+    out.mkdir(parents=True)
+    if isinstance(payload, bytes): (out / "ckpt.pt").write_bytes(payload)
+    else: torch.save(payload, out / "ckpt.pt")
+    return out
+
+
+class Foreign:
+    "A pickled object that torch.load(weights_only=True) must refuse (loading it would run code)."
+
+
+def _truncated(ws):
+    import torch
+    from coupled_qk.train import save_checkpoint
+    out = ws / "runs" / "victim"
+    out.mkdir(parents=True)
+    save_checkpoint(out / "ckpt.pt", dict(config_hash="x", step=1, model={"w": torch.zeros(1000)}))
+    data = (out / "ckpt.pt").read_bytes()
+    (out / "ckpt.pt").write_bytes(data[: len(data) // 2])
+    return ["train", *SMOKE, "--max-steps", "2", "--out", str(out), "--resume"]
+
+
+def _other_run(ws):
+    out = _run_with_ckpt(ws, dict(config_hash="0" * 64, step=1, world_size=1, model={}, optimizer={}))
+    return ["train", *SMOKE, "--max-steps", "2", "--out", str(out), "--resume"]
+
+
+def _settings(text):
+    def setup(ws):
+        (ws / "settings.ini").write_text(text)
+        return ["train", *SMOKE, "--max-steps", "1"]
+    return setup
+
+
+def _holds_run(ws):
+    out = _run_with_ckpt(ws, {"config_hash": "x"})
+    return ["train", *SMOKE, "--max-steps", "1", "--out", str(out)]
+
+
+def _tiny_corpus(ws):
+    f = ws / "tiny.txt"
+    f.write_text("\n".join(f"line {i} of a very small corpus" for i in range(3)))
+    return ["data", "prepare", f"tiny={f}"]
+
+
+def _file_as_folder(ws):
+    (ws / "afile").write_text("not a folder")
+    return ["train", *SMOKE, "--max-steps", "1", "--out", str(ws / "afile" / "run")]
+
+
+# (id, argv or setup(ws) -> argv, environment overrides, text the line must contain)
+CASES = [
+    ("unknown-command", ["trian"], {}, "valid: data, train"),
+    ("variant", ["train", *SMOKE, "--variant", "coupled"], {}, "valid: standard, hamiltonian"),
+    ("preset", ["train", "--preset", "tiny"], {}, "valid: smoke, cpu"),
+    ("corpus", ["train", "--corpus", "wikipedia"], {}, "valid: pydocs, pystdlib, debmix"),
+    ("tokenizer", ["train", "--tokenizer", "sentencepiece"], {}, "bpe-N"),
+    ("int-type", ["train", "--max-steps", "x"], {}, "invalid int value"),
+    ("unknown-option", ["train", "--bogus"], {}, "unrecognized arguments"),
+    ("two-budgets", ["train", "--max-steps", "1", "--max-tokens", "5"], {}, "one budget, not both"),
+    ("lr", ["train", "--lr", "0"], {}, "lr=0.0; it must be > 0"),
+    ("batch", ["train", "--batch-size", "0"], {}, "batch_size=0"),
+    ("heads", ["train", "--n-heads", "3"], {}, "divisible"),
+    ("positional", ["train", "--positional", "alibi"], {}, "valid:"),
+    ("dtype", ["train", "--dtype", "float16"], {}, "valid: auto, float32, bfloat16"),
+    ("no-cuda", ["train", "--device", "cuda", "--max-steps", "1"], {}, "CUDA is not available"),
+    ("no-such-device", ["train", "--device", "tpu9", "--max-steps", "1"], {}, "not a torch device"),
+    ("device-setting", ["train", "--max-steps", "1"], {"COUPLED_QK_DEVICE": "cuda"}, "CUDA is not available"),
+    ("seq-len-too-long", ["train", *SMOKE, "--seq-len", "5000000", "--max-steps", "1"], {},
+     "fewer than seq_len + 1"),
+    ("resume-nothing", lambda ws: ["train", *SMOKE, "--max-steps", "1", "--out", str(ws / "runs" / "new"), "--resume"],
+     {}, "holds no run"),
+    ("resume-and-overwrite", lambda ws: ["train", *SMOKE, "--max-steps", "1", "--out", str(ws / "r"), "--resume",
+                                         "--overwrite"], {}, "give one"),
+    ("holds-a-run", _holds_run, {}, "already holds a run"),
+    ("truncated-checkpoint", _truncated, {}, "not a readable checkpoint"),
+    ("foreign-checkpoint", lambda ws: ["train", *SMOKE, "--max-steps", "1", "--resume", "--out",
+                                       str(_run_with_ckpt(ws, {"x": Foreign()}))], {}, "not a readable checkpoint"),
+    ("not-a-dict-checkpoint", lambda ws: ["train", *SMOKE, "--max-steps", "1", "--resume", "--out",
+                                          str(_run_with_ckpt(ws, [1, 2, 3]))], {}, "not a checkpoint of this project"),
+    ("other-run-checkpoint", _other_run, {}, "belongs to another run"),
+    ("out-under-a-file", _file_as_folder, {}, "Not a directory"),
+    ("settings-no-header", _settings("data_dir = x\n"), {}, "not a valid settings file"),
+    ("settings-no-section", _settings("[paths]\ndata_dir = x\n"), {}, "no [coupled_qk] section"),
+    ("settings-unknown-key", _settings("[coupled_qk]\ndata_dri = x\n"), {}, "valid keys"),
+    ("settings-scale", _settings("[coupled_qk]\ndefault_scale = huge\n"), {}, "valid: smoke, cpu, paper"),
+    ("mqar-task", ["mqar", "--task", "trivial"], {}, "valid: easy, medium, hard"),
+    ("mqar-lrs", ["mqar", "--lrs", "-1"], {}, "positive learning rates"),
+    ("mqar-heads", ["mqar", "--n-heads", "3"], {}, "divisible"),
+    ("glue-task", ["glue", "--task", "cola", "--init", "scratch"], {}, "valid: sst2, mnli, qnli"),
+    ("glue-needs-run", ["glue", "--task", "sst2"], {}, "needs run=DIR"),
+    ("glue-run-missing", ["glue", "--task", "sst2", "--run", "/no/such/run"], {}, "not a training run directory"),
+    ("data-corpus", ["data", "prepare", "nosuch"], {}, "valid: pydocs"),
+    ("data-path", ["data", "prepare", "/no/such/corpus.txt"], {}, "does not exist"),
+    ("data-too-small", _tiny_corpus, {}, "would be empty"),
+    ("reproduce-artifact", ["reproduce", "table9"], {}, "valid: main_table"),
+    ("reproduce-scale", ["reproduce", "--scale", "huge"], {}, "valid: smoke, cpu, paper"),
+    ("reproduce-jobs", ["reproduce", "--jobs", "0"], {}, "give 1 or more"),
+    ("reproduce-budget", ["reproduce", "--budget", "-1"], {}, "positive multiplier"),
+    ("reproduce-redraw-nothing", ["reproduce", "steps", "--scale", "smoke", "--redraw"], {}, "--redraw"),
+]
+
+
+def _snapshot(d: Path) -> dict:
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line(case, tmp_path, monkeypatch):
+    from coupled_qk.cli import main
+    name, argv, env, needle = case
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    monkeypatch.chdir(ws)                    # settings.ini, if the case writes one, is this workspace's
+    for k, v in {"COUPLED_QK_RUNS_DIR": str(ws / "runs"), "COUPLED_QK_FIGURES_DIR": str(ws / "figures"),
+                 "COUPLED_QK_DATA_DIR": str(ROOT / "data"), **env}.items():
+        monkeypatch.setenv(k, v)
+    argv = argv(ws) if callable(argv) else argv
+    before = _snapshot(ws)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = main(argv)
+    lines = err.getvalue().strip().splitlines()
+    assert rc == 2, (rc, err.getvalue())
+    assert len(lines) == 1 and "Traceback" not in err.getvalue(), err.getvalue()
+    assert needle in lines[0], lines[0]
+    assert _snapshot(ws) == before, "a bad input changed or removed files"
+
+
+def test_the_table_is_long_enough():
+    assert len(CASES) >= 30
+
+
+def test_corrupt_token_cache_is_rebuilt_not_trusted(tmp_path, monkeypatch, capsys):
+    "A token cache that no longer matches its manifest (here: truncated) is rebuilt, with one line saying so."
+    import numpy as np
+    from coupled_qk.data import token_cache
+    monkeypatch.setenv("COUPLED_QK_DATA_DIR", str(tmp_path / "data"))
+    f = tmp_path / "c.txt"
+    f.write_text("\n".join(f"document {i}: some text to tokenize" for i in range(800)))
+    good = np.array(token_cache(f"c={f}", "bytes", "train"))
+    path = next((tmp_path / "data" / "tokens").rglob("train.bin"))
+    path.write_bytes(path.read_bytes()[:2000])
+    from coupled_qk import data
+    data._file_sha256.cache_clear()
+    again = np.array(token_cache(f"c={f}", "bytes", "train"))
+    assert (again == good).all()
+    err = capsys.readouterr().err
+    assert "holds 2,000 bytes where its manifest says" in err and "rebuilding it" in err, err
