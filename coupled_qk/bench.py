@@ -7,18 +7,35 @@ Docs: https://coupled-qk.github.io/coupled_qk/bench.html.md"""
 
 # %% ../nbs/12_bench.ipynb #0353a6b7
 from __future__ import annotations
-import argparse, json, os, platform, random, resource, statistics, subprocess, sys, time
-from dataclasses import dataclass, asdict, field, replace
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import subprocess
+import sys
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
 import torch
+
 from .attention import VARIANTS
+from .integrators import CoupledDynamics
 from .model import GPT, PRESETS, model_config, n_params
 from .settings import load_settings, resolve_device
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 # %% auto #0
-__all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'COLUMNS', 'BenchConfig', 'matmul_peak', 'train_step_flops', 'cpu_peak_reset',
-           'cpu_peak', 'measure', 'measure_isolated', 'run_bench', 'summarize', 'git_revision', 'hardware',
-           'write_bench', 'bench_main']
+__all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'COLUMNS', 'BenchConfig', 'matmul_peak', 'plain_dynamics', 'train_step_flops',
+           'count_flops', 'cpu_peak_reset', 'cpu_peak', 'measure', 'isolated', 'measure_isolated', 'run_bench',
+           'summarize', 'git_revision', 'hardware', 'write_bench', 'bench_main']
 
 # %% ../nbs/12_bench.ipynb #d65775f5
 MODES = ("eager", "bf16", "compile", "bf16+compile")
@@ -73,13 +90,39 @@ def _bs(cfg: BenchConfig, shape: str, device) -> tuple[int, int]:
     kind = "cuda" if device.type == "cuda" else "cpu"
     return cfg.batch.get(shape, DEFAULT_BATCH[kind][shape]), cfg.seq_len.get(shape, DEFAULT_SEQ[kind][shape])
 
-def train_step_flops(model: GPT, x: torch.Tensor) -> int:
-    "FLOPs of one forward and backward pass, counted by torch's FlopCounterMode."
+@contextmanager
+def plain_dynamics(model: torch.nn.Module):
+    "Inside the block every `CoupledDynamics` of `model` runs as plain autograd: not fused, nothing recomputed."
+    dyn = [m for m in model.modules() if isinstance(m, CoupledDynamics)]
+    saved = [(m.fused, m.recompute) for m in dyn]
+    for m in dyn:
+        m.fused = m.recompute = False
+    try:
+        yield model
+    finally:
+        for m, (fused, recompute) in zip(dyn, saved):
+            m.fused, m.recompute = fused, recompute
+
+def train_step_flops(model: GPT, x: torch.Tensor, plain: bool = False) -> int:
+    "FLOPs of one forward and backward pass, counted by torch's FlopCounterMode (`plain`: see `plain_dynamics`)."
     from torch.utils.flop_counter import FlopCounterMode
-    with FlopCounterMode(display=False) as fc:
+    with FlopCounterMode(display=False) as fc, (plain_dynamics(model) if plain else nullcontext()):
         model(x, x)[1].backward()
     model.zero_grad(set_to_none=True)
     return fc.get_total_flops()
+
+def count_flops(shape: str, variants: list[str], batch: int, seq: int, n_steps: int = 1, device: str = "cpu",
+                seed: int = 0) -> dict:
+    "{variant: (model FLOPs, run FLOPs)} of one training step: without and with the recomputation that runs."
+    dev, out = torch.device(device), {}
+    for v in variants:
+        torch.manual_seed(seed)
+        cfg = model_config(shape, v, n_steps=n_steps, seq_len=max(seq, 1))
+        model = GPT(cfg).to(dev)
+        x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
+        out[v] = (train_step_flops(model, x, plain=True), train_step_flops(model, x))
+        del model
+    return out
 
 def _proc_status_kb(field: str) -> int | None:
     try:
@@ -101,8 +144,8 @@ def cpu_peak() -> int:
     return kb * 1024 if kb is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 def measure(shape: str, variant: str, mode: str, batch: int, seq: int, warmup: int, steps: int,
-            n_steps: int = 1, device: str = "cpu", seed: int = 0, count_flops: bool = False) -> dict:
-    "Time `steps` training steps of one model; return tokens/s, peak memory and (optionally) FLOPs."
+            n_steps: int = 1, device: str = "cpu", seed: int = 0) -> dict:
+    "Time `steps` training steps of one model; return tokens/s and peak memory."
     dev = torch.device(device)
     torch.manual_seed(seed)
     if dev.type == "cuda":
@@ -117,7 +160,6 @@ def measure(shape: str, variant: str, mode: str, batch: int, seq: int, warmup: i
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), fused=dev.type == "cuda")
     x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
     y = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
-    flops = train_step_flops(model, x) if count_flops else None
     fwd = torch.compile(model) if "compile" in mode else model
     amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled="bf16" in mode)
 
@@ -137,20 +179,23 @@ def measure(shape: str, variant: str, mode: str, batch: int, seq: int, warmup: i
     peak = (torch.cuda.max_memory_allocated(dev) - base if dev.type == "cuda"
             else cpu_peak() - base)
     return dict(shape=shape, variant=variant, mode=mode, batch=batch, seq=seq, params=n_params(model),
-                tokens_per_s=batch * seq * steps / elapsed, step_s=elapsed / steps, peak_mem_mb=peak / 2**20,
-                flops_per_step=flops)
+                tokens_per_s=batch * seq * steps / elapsed, step_s=elapsed / steps, peak_mem_mb=peak / 2**20)
 
 # %% ../nbs/12_bench.ipynb #992e7eea
-def measure_isolated(**kw) -> dict:
-    "`measure` in a fresh Python process (CPU); its result comes back as JSON."
-    code = "import json,sys; from coupled_qk.bench import measure; print(json.dumps(measure(**json.loads(sys.argv[1]))))"
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(kw)], capture_output=True, text=True)
+def isolated(fn: str, **kw):
+    "`coupled_qk.bench.<fn>(**kw)` in a fresh Python process (CPU); its result comes back as JSON."
+    code = f"import json,sys; from coupled_qk.bench import {fn}; print(json.dumps({fn}(**json.loads(sys.argv[1]))))"
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(kw)], capture_output=True, text=True, check=False)
     if out.returncode:
-        raise RuntimeError(f"benchmark worker failed for {kw['shape']}/{kw['variant']}/{kw['mode']}:\n{out.stderr[-2000:]}")
+        raise RuntimeError(f"benchmark worker {fn} failed for {kw.get('shape')}/{kw.get('variant', '')}:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
+def measure_isolated(**kw) -> dict:
+    "`measure` in a fresh Python process (CPU)."
+    return isolated("measure", **kw)
+
 # %% ../nbs/12_bench.ipynb #bdd44009
-def run_bench(cfg: BenchConfig, progress: bool = True) -> "pd.DataFrame":
+def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
     "Measure every (shape, mode, variant) `cfg.repeats` times, interleaved; one row per measurement."
     import pandas as pd
     dev = resolve_device(cfg.device)
@@ -165,6 +210,10 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> "pd.DataFrame":
     peaks: dict = {}
     for shape in cfg.shapes:
         batch, seq = _bs(cfg, shape, dev)
+        kw = dict(shape=shape, variants=list(cfg.variants), batch=batch, seq=seq, n_steps=cfg.n_steps,
+                  device=str(dev), seed=cfg.seed)
+        counted = isolated("count_flops", **kw) if dev.type == "cpu" else count_flops(**kw)
+        flops.update({(shape, v): f for v, f in counted.items()})
         for mode in cfg.modes:
             for r in range(cfg.repeats):
                 # the matmul peak is measured in every repeat too, and the best is kept (MFU's denominator)
@@ -173,11 +222,10 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> "pd.DataFrame":
                 order = list(cfg.variants); rng.shuffle(order)
                 for v in order:
                     kw = dict(shape=shape, variant=v, mode=mode, batch=batch, seq=seq, warmup=cfg.warmup,
-                              steps=cfg.steps, n_steps=cfg.n_steps, device=str(dev), seed=cfg.seed,
-                              count_flops=(shape, v) not in flops)
+                              steps=cfg.steps, n_steps=cfg.n_steps, device=str(dev), seed=cfg.seed)
                     res = measure_isolated(**kw) if dev.type == "cpu" else measure(**kw)
-                    if res["flops_per_step"] is not None: flops[(shape, v)] = res["flops_per_step"]
-                    rows.append(dict(res, repeat=r, flops_per_step=flops[(shape, v)]))
+                    model_flops, run_flops = flops[(shape, v)]
+                    rows.append(dict(res, repeat=r, flops_per_step=model_flops, run_flops_per_step=run_flops))
                     bar.update(1); bar.set_postfix(shape=shape, variant=v, tok_s=f"{res['tokens_per_s']:.0f}")
     bar.close()
     df = pd.DataFrame(rows)
@@ -185,17 +233,21 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> "pd.DataFrame":
     df["mfu"] = df.flops_per_step / df.step_s / df["mode"].map(peaks)
     return df
 
-def summarize(df: "pd.DataFrame") -> "pd.DataFrame":
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
     "Medians per (shape, mode, variant) and ratios to standard's medians."
     g = df.groupby(["shape", "mode", "variant"], sort=False)
     s = g.agg(n=("repeat", "size"), batch=("batch", "first"), seq=("seq", "first"), params=("params", "first"),
               tokens_per_s=("tokens_per_s", "median"), peak_mem_mb=("peak_mem_mb", "median"),
-              gflops_per_step=("flops_per_step", lambda f: f.iloc[0] / 1e9), mfu=("mfu", "median")).reset_index()
+              gflops_per_step=("flops_per_step", lambda f: f.iloc[0] / 1e9),
+              run_gflops_per_step=("run_flops_per_step", lambda f: f.iloc[0] / 1e9), mfu=("mfu", "median")).reset_index()
     std = s[s.variant == "standard"].set_index(["shape", "mode"])
     key = list(zip(s["shape"], s["mode"]))
     s["tokens_per_s_ratio"] = s.tokens_per_s.values / std.loc[key, "tokens_per_s"].values
     s["peak_mem_ratio"] = s.peak_mem_mb.values / std.loc[key, "peak_mem_mb"].values
     s["flops_ratio"] = s.gflops_per_step.values / std.loc[key, "gflops_per_step"].values
+    s["run_flops_ratio"] = s.run_gflops_per_step.values / std.loc[key, "run_gflops_per_step"].values
+    s["flop_limit"] = 1 / s.flops_ratio      # tokens/s ratio if every FLOP cost what standard's cost
+    s["of_limit"] = s.tokens_per_s_ratio / s.flop_limit
     return s
 
 # %% ../nbs/12_bench.ipynb #4000908a
@@ -204,7 +256,7 @@ def git_revision(root: Path | None = None) -> str:
     root = root or load_settings().root
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, check=False).stdout.strip()
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -216,7 +268,8 @@ def hardware() -> str:
     return s
 
 COLUMNS = ["shape", "mode", "variant", "n", "batch", "seq", "params", "tokens_per_s", "tokens_per_s_ratio",
-           "peak_mem_mb", "peak_mem_ratio", "gflops_per_step", "flops_ratio", "mfu"]
+           "flop_limit", "of_limit", "peak_mem_mb", "peak_mem_ratio", "gflops_per_step", "flops_ratio",
+           "run_flops_ratio", "mfu"]
 
 def write_bench(df, summary, out: Path, command: str) -> Path:
     "Write raw.csv, summary.csv, summary.md and provenance.json into `out`."
