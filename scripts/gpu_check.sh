@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# One check of the GPU paths, in at most ~8 minutes on one GPU:
+#   1. the fused coupled dynamics against the reference functions on CUDA (float32, bf16 autocast, and
+#      torch.compile of a coupled layer), which the CPU test suite cannot reach;
+#   2. the benchmark at the paper-60m shape in bf16 (every variant) and bf16+torch.compile (the coupled
+#      variants and standard: compiling is most of that stage's time);
+#   3. one table of both.
+# Without CUDA it says so in one line and exits 0, so it is safe to run anywhere.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=python3
+if [ -x .venv/bin/python ]; then
+    PY=.venv/bin/python
+fi
+if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    echo "gpu_check: no CUDA device on this machine; nothing to check"
+    exit 0
+fi
+OUT=${OUT:-$(mktemp -d)}
+status=0
+
+echo "== 1. fused dynamics vs reference on CUDA"
+timeout 120 "$PY" - <<'PYEOF' || status=1
+import torch
+from coupled_qk.integrators import INTEGRATORS, FORCES, CoupledDynamics, integrate_fused
+dev = torch.device("cuda")
+torch.manual_seed(0)
+worst = {}
+for method in INTEGRATORS:
+    for force in FORCES:
+        for shared in (True, False):
+            f = FORCES[force](64, n_heads=8, shared=shared).to(dev)
+            dt = torch.linspace(-0.2, 0.3, 8, device=dev).requires_grad_()
+            qkv = torch.randn(4, 256, 3, 8, 64, device=dev, requires_grad=True)
+            for dtype in (torch.float32, torch.bfloat16):
+                grads = []
+                for fused in (False, True):
+                    q, k, _ = qkv.permute(2, 0, 3, 1, 4)
+                    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+                        run = integrate_fused if fused else (lambda m, *a: INTEGRATORS[m](*a))
+                        out = run(method, q, k, f, dt, 2)
+                    loss = (out[0].float().sin().sum() + out[1].float().square().sum())
+                    grads.append([*out, *torch.autograd.grad(loss, [qkv, dt, *f.parameters()])])
+                err = max(((a.float() - b.float()).norm() / (b.float().norm() + 1e-12)).item() for a, b in zip(*grads))
+                worst[(method, force, shared, str(dtype))] = err
+                assert err < (1e-4 if dtype == torch.float32 else 5e-2), (method, force, shared, dtype, err)
+print(f"fused vs reference: {len(worst)} cases, worst relative error "
+      f"float32 {max(v for k, v in worst.items() if 'float32' in k[3]):.1e}, "
+      f"bf16 {max(v for k, v in worst.items() if 'bfloat16' in k[3]):.1e}")
+dyn = CoupledDynamics("hamiltonian", 8, 64).to(dev)
+q, k = torch.randn(2, 4, 8, 128, 64, device=dev).unbind(0)
+q.requires_grad_(), k.requires_grad_()
+eager = dyn(q, k)
+compiled = torch.compile(dyn)(q, k)
+ge = torch.autograd.grad(sum(o.square().sum() for o in eager), [q, k, dyn.dt])
+gc = torch.autograd.grad(sum(o.square().sum() for o in compiled), [q, k, dyn.dt])
+for a, b in zip([*eager, *ge], [*compiled, *gc]):
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+print("torch.compile of a fused coupled layer: same values and gradients as eager")
+PYEOF
+
+bench() {   # bench <seconds> <out> <args...>
+    local limit=$1 out=$2
+    shift 2
+    timeout "$limit" "$PY" -c 'import sys; from coupled_qk.bench import bench_main; sys.exit(bench_main(sys.argv[1:]))' \
+        --device cuda --shapes paper-60m --quiet --out "$out" "$@" > "$out.log" 2>&1 || { status=1; tail -20 "$out.log"; }
+}
+echo "== 2. benchmark, paper-60m, bf16 (every variant)"
+bench 170 "$OUT/bf16" --modes bf16 --repeats 3 --warmup 3 --steps 10
+echo "== 2. benchmark, paper-60m, bf16+compile (standard and the coupled variants)"
+bench 230 "$OUT/compile" --modes bf16+compile --repeats 1 --warmup 3 --steps 10 \
+    --variants standard hamiltonian euler mlp_only coupled_differential
+
+echo "== 3. one table ($OUT)"
+OUT="$OUT" "$PY" - <<'PYEOF'
+import os, pandas as pd
+from pathlib import Path
+from coupled_qk.bench import COLUMNS, hardware
+parts = [pd.read_csv(p) for p in sorted(Path(os.environ["OUT"]).glob("*/summary.csv"))]
+if parts:
+    print(hardware())
+    print(pd.concat(parts)[COLUMNS].to_markdown(index=False, floatfmt=".3g"))
+else:
+    print("no benchmark results")
+PYEOF
+exit $status
