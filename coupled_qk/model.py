@@ -9,6 +9,8 @@ Docs: https://coupled-qk.github.io/coupled_qk/model.html.md"""
 # %% ../nbs/02_model.ipynb #305f95ae
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import math
 from dataclasses import dataclass, field, replace
 
@@ -19,10 +21,13 @@ from torch import Tensor, nn
 from .attention import DIFFERENTIAL, VARIANTS, AttentionConfig, build_attention
 
 # %% auto #0
-__all__ = ['PRESETS', 'NOMINAL_PARAMS', 'PAPER_OVERHEAD_PCT', 'PAPER_INVERTIBLE_OVERHEAD_PCT', 'GPTConfig', 'MLP', 'Block', 'GPT',
-           'n_params', 'coupling_params', 'model_config', 'count_on_meta', 'parameter_table']
+__all__ = ['INITS', 'PRESETS', 'NOMINAL_PARAMS', 'PAPER_OVERHEAD_PCT', 'PAPER_INVERTIBLE_OVERHEAD_PCT', 'GPTConfig', 'MLP',
+           'Block', 'name_seed', 'seeded', 'GPT', 'n_params', 'coupling_params', 'model_config', 'count_on_meta',
+           'parameter_table']
 
 # %% ../nbs/02_model.ipynb #e35c2ee6
+INITS = ("gpt2", "torch")
+
 @dataclass
 class GPTConfig:
     "Shape of the decoder; `attention` says which attention variant its layers use."
@@ -33,10 +38,14 @@ class GPTConfig:
     n_heads: int = 4
     mlp_ratio: int = 4
     dropout: float = 0.0
+    init: str = "gpt2"              # "gpt2": N(0, 0.02) weights; "torch": PyTorch's default init (see the decoder)
+    tie_embeddings: bool = True     # the output layer reuses the token embedding
     attention: AttentionConfig = field(default_factory=AttentionConfig)
 
     def __post_init__(self):
         if isinstance(self.attention, dict): self.attention = AttentionConfig(**self.attention)
+        if self.init not in INITS:
+            raise ValueError(f"unknown init {self.init!r}; valid: {', '.join(INITS)}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.attention.variant in DIFFERENTIAL and self.n_heads % 2:
@@ -71,26 +80,60 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 # %% ../nbs/02_model.ipynb #42725b52
+def name_seed(seed: int, name: str) -> int:
+    "A 63-bit seed for the module called `name` in a model of seed `seed`; the same in every process."
+    return int.from_bytes(hashlib.sha256(f"{seed}/{name}".encode()).digest()[:8], "little") >> 1
+
+@contextlib.contextmanager
+def seeded(seed: int, name: str):
+    "Draw from the CPU generator seeded by (seed, name); the global stream is left as it was."
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(name_seed(seed, name))
+        yield
+
 class GPT(nn.Module):
     "A decoder-only transformer whose attention layers are `cfg.attention.variant`."
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, cfg: GPTConfig, init_seed: int | None = None):
         super().__init__()
         self.cfg = cfg
+        self.init_seed = torch.initial_seed() if init_seed is None else init_seed
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.seq_len, cfg.d_model) if cfg.attention.positional == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        blocks = []
+        for i in range(cfg.n_layers):
+            with seeded(self.init_seed, f"blocks.{i}"):      # λ is drawn while the block is built
+                blocks.append(Block(cfg, i))
+        self.blocks = nn.ModuleList(blocks)
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=False)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.tok_emb.weight          # tied
-        self.apply(self._init_weights)
-        for name, p in self.named_parameters():
-            if name.endswith(("attn.proj.weight", "mlp.proj.weight")):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layers))
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
+        self.init_weights(self.init_seed)
 
-    @staticmethod
-    def _init_weights(m: nn.Module):
-        if isinstance(m, (nn.Linear, nn.Embedding)): nn.init.normal_(m.weight, mean=0.0, std=0.02)
+    def init_weights(self, seed: int):
+        "Initialise every module from its own generator, seeded by (seed, module name): see the text above."
+        done = []                                  # modules whose reset_parameters also reset their children
+        for name, m in self.named_modules():
+            if not name or any(name.startswith(d + ".") for d in done):
+                continue
+            if m is self.lm_head and self.cfg.tie_embeddings:
+                continue                           # its weight is tok_emb's, initialised under that name
+            with seeded(seed, name):
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    self._init_weight(name, m)
+                elif hasattr(m, "reset_parameters"):
+                    m.reset_parameters()
+                    done.append(name)
+
+    def _init_weight(self, name: str, m: nn.Linear | nn.Embedding):
+        if self.cfg.init == "torch":
+            m.reset_parameters()
+            return
+        std = 0.02
+        if name.endswith(("attn.proj", "mlp.proj")):   # writes into the residual stream: keep its variance flat in depth
+            std = 0.02 / math.sqrt(2 * self.cfg.n_layers)
+        nn.init.normal_(m.weight, mean=0.0, std=std)
 
     def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         "Logits (B, T, V) for token ids (B, T), and the mean cross-entropy when `targets` are given."
