@@ -18,16 +18,16 @@ from .settings import load_settings, UserError, atomic_write, replacing
 
 # %% auto #0
 __all__ = ['SPLITS', 'TEXT_COLUMNS', 'CAPS', 'PINS', 'DEBMIX_PACKAGES', 'EMBEDDED', 'HUB_CORPORA', 'WIKITEXT103_TRAIN_CHARS',
-           'CORPORA', 'MANIFEST', 'EOT', 'R50K_PATTERN', 'GPT2_VOCAB', 'TOKENIZERS', 'GLUE_TASKS', 'DataError',
-           'doc_hash', 'split_of', 'hash_split', 'fingerprint', 'cap_docs', 'wikitext_articles',
+           'CORPORA', 'MANIFEST', 'EOT', 'R50K_PATTERN', 'GPT2_VOCAB', 'TOKENIZERS', 'GLUE_TASKS', 'GLUE_FILE_TYPES',
+           'DataError', 'doc_hash', 'split_of', 'hash_split', 'fingerprint', 'cap_docs', 'wikitext_articles',
            'pubmed_json_abstracts', 'blank_line_documents', 'data_dir', 'quiet_datasets', 'read_local_corpus',
-           'check_splits', 'deb_version', 'fetch_deb', 'unpack_deb', 'EmbeddedCaps', 'Pin', 'prepared_versions',
-           'drift', 'chunk_lines', 'rst_section_start', 'py_toplevel_start', 'build_pydocs', 'build_pystdlib',
-           'dictd_entries', 'fortune_cookies', 'kjv_chapters', 'build_debmix', 'hub_reachable', 'load_hub', 'build_hub',
-           'read_manifest', 'source_of', 'source_key', 'corpus_dir', 'known_fingerprint', 'prepare', 'Corpus',
-           'load_corpus', 'TextTokenizer', 'gpt2_tokenizer', 'byte_tokenizer', 'bpe_tokenizer', 'get_tokenizer',
-           'token_cache', 'cache_mismatch', 'get_batch', 'eval_batches', 'eval_tokens', 'GlueTask', 'GlueSplit',
-           'load_glue', 'data_main']
+           'check_splits', 'deb_version', 'fetch_deb', 'unpack_deb', 'EmbeddedCaps', 'Pin', 'source_versions',
+           'prepared_versions', 'drift', 'chunk_lines', 'rst_section_start', 'py_toplevel_start', 'build_pydocs',
+           'build_pystdlib', 'dictd_entries', 'fortune_cookies', 'kjv_chapters', 'build_debmix', 'hub_reachable',
+           'load_hub', 'build_hub', 'read_manifest', 'source_of', 'source_key', 'corpus_dir', 'known_fingerprint',
+           'prepare', 'Corpus', 'load_corpus', 'TextTokenizer', 'gpt2_tokenizer', 'byte_tokenizer', 'bpe_tokenizer',
+           'get_tokenizer', 'token_cache', 'cache_mismatch', 'get_batch', 'eval_batches', 'eval_tokens', 'GlueTask',
+           'GlueSplit', 'load_glue', 'data_main']
 
 # %% ../nbs/03_data.ipynb #b38a3a11
 class DataError(UserError):
@@ -290,6 +290,12 @@ PINS = {
                    "dict-jargon": "4.4.7-3.1", "dict-devil": "1.0-13.1"}, None,
                   "a661d0da1c8b7dabb626214dee2f5a41a157add86aef17a623b9b5a67fb2ce05"),
 }
+
+def source_versions(meta: dict) -> dict:
+    "What a prepared corpus's text came from: Debian package versions, the Python version, a hub id or local files."
+    if meta.get("debian_packages"): return dict(meta["debian_packages"])
+    if meta.get("python"): return {"python": meta["python"]}
+    return {"sources": meta.get("sources")}
 
 def prepared_versions(meta: dict) -> str:
     "The source versions a prepared embedded corpus records, in the words of `Pin.versions`."
@@ -808,11 +814,34 @@ class GlueSplit:
     def __len__(self): return len(self.examples)
     def __getitem__(self, i): return self.examples[i]
 
+GLUE_FILE_TYPES = {".tsv": "csv", ".csv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
 def _glue_rows(path: Path) -> list[dict]:
-    if path.suffix == ".jsonl":
-        return [json.loads(l) for l in path.read_text(encoding="utf-8").splitlines() if l.strip()]
-    with open(path, encoding="utf-8", newline="") as fh:   # GLUE's tsv files contain bare quotes
-        return list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+    "The rows of a local GLUE file, read through datasets' builders (tsv/csv, JSON lines, parquet)."
+    datasets = quiet_datasets()
+    # GLUE's tsv files hold bare quotes, and sentences such as "NA" must stay text: no quoting, no NaN parsing
+    tsv = dict(delimiter="\t", quoting=csv.QUOTE_NONE) if path.suffix == ".tsv" else {}
+    kw = dict(keep_default_na=False, na_filter=False, **tsv) if GLUE_FILE_TYPES[path.suffix] == "csv" else {}
+    st = path.stat()
+    cache = data_dir() / "hf_cache" / "local" / _file_sha256(str(path), st.st_size, st.st_mtime_ns)[:16]
+    try:
+        ds = datasets.load_dataset(GLUE_FILE_TYPES[path.suffix], data_files=str(path), split="train",
+                                   cache_dir=str(cache), **kw)
+    except Exception as e:
+        raise DataError(f"{path}: could not be read as {GLUE_FILE_TYPES[path.suffix]} ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:200]})") from None
+    return list(ds)
+
+def _glue_file(root: Path, task: GlueTask, split: str) -> Path:
+    """The local file of `task`'s `split` under `root`: GLUE's layout (SST-2/dev.tsv) or the hub's names
+    (sst2/validation.parquet, sst2/validation-00000-of-00001.parquet), in any of GLUE_FILE_TYPES."""
+    stems = (task.files[split], split, _HUB_GLUE_SPLIT.get(split, {}).get(task.name, split))
+    for folder in (root / task.folder, root / task.name):
+        for f in sorted(folder.glob("*")) if folder.is_dir() else []:
+            base = f.name[: -len(f.suffix)] if f.suffix else f.name
+            if f.suffix in GLUE_FILE_TYPES and any(base == s or base.startswith(f"{s}-") for s in stems): return f
+    raise DataError(f"{task.name} {split}: no {task.files[split]} file ({', '.join(GLUE_FILE_TYPES)}) under "
+                    f"{root / task.folder} or {root / task.name} (setting local_glue / COUPLED_QK_LOCAL_GLUE)")
 
 def _label(task: GlueTask, v, where) -> int:
     if isinstance(v, int) or (isinstance(v, str) and v.strip().lstrip("-").isdigit()): return int(v)
@@ -827,7 +856,7 @@ def _glue_examples(task: GlueTask, rows, where) -> list[tuple[str, str | None, i
     lab = next((c for c in ("label", "gold_label") if c in cols), None)
     if a is None or lab is None or (task.text_b and b is None):
         raise DataError(f"{where}: expected columns {task.text_a}/{task.text_b}/label, found {', '.join(cols)}")
-    return [(r[a], r[b] if b else None, _label(task, r[lab], where)) for r in rows]
+    return [(str(r[a]), str(r[b]) if b else None, _label(task, r[lab], where)) for r in rows]
 
 def load_glue(task: str, split: str = "validation", root: str | Path | None = None) -> GlueSplit:
     "GLUE `task` (sst2|mnli|qnli) `split` from `root` or the local_glue setting, else from the hub (hub_glue)."
@@ -837,10 +866,7 @@ def load_glue(task: str, split: str = "validation", root: str | Path | None = No
     root = Path(root) if root else load_settings().local_glue
     if root:
         if not root.exists(): raise DataError(f"local GLUE folder {root} does not exist (setting local_glue / COUPLED_QK_LOCAL_GLUE)")
-        d = root / T.folder
-        f = next((d / f"{T.files[split]}{ext}" for ext in (".tsv", ".jsonl") if (d / f"{T.files[split]}{ext}").is_file()), None)
-        if f is None:
-            raise DataError(f"{task} {split}: neither {d / T.files[split]}.tsv nor .jsonl exists under local_glue={root}")
+        f = _glue_file(root, T, split)
         return GlueSplit(task, split, _glue_examples(T, _glue_rows(f), f), T.labels)
     ds = load_hub(task, f'{load_settings().hub_glue.split(":")[0]}:{task}',
                   split=_HUB_GLUE_SPLIT.get(split, {}).get(task, split))

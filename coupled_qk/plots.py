@@ -38,7 +38,8 @@ class ArtifactWriter:
         self.artifact, self.scale = artifact, scale
         self.dir = Path(figures_dir) / scale / artifact
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.params, self.files, self.runs, self.fingerprints, self.notes = dict(params or {}), [], [], {}, []
+        self.params, self.files, self.runs, self.notes = dict(params or {}), [], [], []
+        self.fingerprints, self.versions = {}, {}       # corpus -> fingerprint, and the sources it was built from
 
     def figure(self, fig, name: str, close: bool = True) -> Path:
         "Save `fig` as name.png and name.pdf."
@@ -61,7 +62,9 @@ class ArtifactWriter:
         recs = runs.to_dict("records") if isinstance(runs, pd.DataFrame) else list(runs)
         for r in recs:
             if r.get("run_id") and r["run_id"] not in self.runs: self.runs.append(r["run_id"])
-            if r.get("corpus") and r.get("corpus_fingerprint"): self.fingerprints[r["corpus"]] = r["corpus_fingerprint"]
+            if r.get("corpus") and r.get("corpus_fingerprint"):
+                self.fingerprints[r["corpus"]] = r["corpus_fingerprint"]
+                self.versions[r["corpus"]] = r.get("corpus_versions")
 
     def note(self, text: str): self.notes.append(text)
 
@@ -70,7 +73,7 @@ class ArtifactWriter:
         from coupled_qk import __version__
         from coupled_qk.bench import git_revision, hardware
         prov = dict(artifact=self.artifact, scale=self.scale, parameters=self.params, runs=self.runs,
-                    corpus_fingerprints=self.fingerprints, files=sorted(set(self.files)), notes=self.notes,
+                    corpus_fingerprints=self.fingerprints, corpus_versions=self.versions, files=sorted(set(self.files)), notes=self.notes,
                     coupled_qk=__version__, git=git_revision(), hardware=hardware(),
                     date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
         (self.dir / "provenance.json").write_text(json.dumps(prov, indent=2, default=str))

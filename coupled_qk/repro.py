@@ -391,7 +391,7 @@ def _summary(run: Run, summaries: Path) -> dict | None:
     return json.loads(p.read_text()) if p.is_file() else None
 
 RESULT_KEYS = ("val_loss", "val_ppl", "test_loss", "test_ppl", "params", "coupling_params", "wall_clock_s",
-               "tokens_seen", "corpus", "corpus_fingerprint", "tokenizer", "best_lr", "test_acc", "chance",
+               "tokens_seen", "corpus", "corpus_fingerprint", "corpus_versions", "tokenizer", "best_lr", "test_acc", "chance",
                "eval_acc", "majority_acc", "n_train", "n_eval", "split")
 
 def results(artifact: str, scale: str, budget: float = 1.0, figures_dir: Path | None = None, missing_ok: bool = False):

@@ -17,7 +17,7 @@ import torch.nn as nn
 from . import __version__
 from .attention import VARIANTS, POSITIONAL
 from .model import GPT, GPTConfig, PRESETS, model_config, n_params, coupling_params
-from .data import (CORPORA, SPLITS, DataError, load_corpus, get_tokenizer, token_cache, get_batch,
+from .data import (CORPORA, SPLITS, DataError, source_versions, load_corpus, get_tokenizer, token_cache, get_batch,
                              eval_batches, known_fingerprint, prepare)
 from .settings import load_settings, resolve_device, UserError, atomic_write, replacing, remove_stale_temporaries
 from .cli import config_parser, config_from_args, UsageError
@@ -495,6 +495,7 @@ def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bo
     test_loss = evaluate(model, tokens["test"], B, T, device, cfg.dtype, cfg.eval_batches, d)
     res = dict(kind="lm", config=asdict(cfg), config_hash=chash, run_id=f"lm-{chash[:12]}", data=data, world_size=d.world_size,
                global_batch_tokens=step_tokens, corpus=corpus.name, corpus_fingerprint=corpus.fingerprint,
+               corpus_versions=source_versions(corpus.meta),
                tokenizer=tok.name, tokenizer_fingerprint=tok.fingerprint, vocab_size=tok.vocab_size,
                model=asdict(mcfg), params=n_params(model), coupling_params=coupling_params(model),
                coupled_qk_version=__version__, torch_version=torch.__version__, git_revision=git_revision(),
