@@ -18,9 +18,9 @@ from .settings import load_settings, atomic_write, UserError
 __all__ = ['KINDS', 'PAPER_CORPORA', 'EMBEDDED', 'SCALE_SPECS', 'MAIN', 'ARTIFACTS', 'CPU_TOKENS_PER_S', 'CUDA_TOKENS_PER_S',
            'RUN_OVERHEAD_S', 'EXPERIMENTS', 'RESULT_KEYS', 'PAPER', 'Run', 'ScaleSpec', 'scale_spec', 'lm_run',
            'mqar_run', 'glue_run', 'Artifact', 'artifact_runs', 'plan', 'run_dir', 'is_done', 'estimate_seconds',
-           'nbs_dir', 'experiment_config', 'execute_run', 'write_summary', 'glue_dir_for', 'unavailable',
-           'prepare_data', 'ReproReport', 'reproduce', 'results', 'curves', 'print_plan', 'drift_lines',
-           'reproduce_main']
+           'nbs_dir', 'experiment_config', 'NotebookFailed', 'run_notebook', 'execute_run', 'write_summary',
+           'glue_dir_for', 'unavailable', 'prepare_corpora', 'prepare_data', 'ReproReport', 'reproduce', 'results',
+           'curves', 'print_plan', 'drift_lines', 'reproduce_main']
 
 # %% ../nbs/09_repro.ipynb #5e29fe82
 KINDS = ("lm", "mqar", "glue")
@@ -143,8 +143,10 @@ MAIN = ("standard", "hamiltonian", "euler", "mlp_only", "differential", "coupled
 def _main(s, b): return [lm_run(s, v, seed, budget=b) for v in MAIN for seed in s.seeds]
 def _ablation(s, b): return [lm_run(s, v, seed, budget=b) for v in ("standard", "hamiltonian", "euler", "mlp_only") for seed in s.seeds]
 def _steps(s, b):
-    return [lm_run(s, "hamiltonian", s.seeds[0], budget=b, tags=dict(n_steps=n), **({"n_steps": n} if n != 1 else {}))
-            for n in s.steps]
+    "n = 1 … 7 at the first seed, and n = 1 at every seed: the seed noise the differences are read against."
+    return ([lm_run(s, "hamiltonian", s.seeds[0], budget=b, tags=dict(n_steps=n, role="steps"),
+                    **({"n_steps": n} if n != 1 else {})) for n in s.steps] +
+            [lm_run(s, "hamiltonian", seed, budget=b, tags=dict(n_steps=1, role="seed_spread")) for seed in s.seeds])
 def _sample_efficiency(s, b):
     return ([lm_run(s, "hamiltonian", seed, budget=b, tags=dict(budget="1x")) for seed in s.seeds] +
             [lm_run(s, "standard", seed, budget=b, tags=dict(budget="1x")) for seed in s.seeds] +
@@ -240,10 +242,24 @@ def experiment_config(run: Run, out: Path, device: str | None = None) -> dict:
     if run.kind == "glue" and glue_dir_for() is not None: config["glue_dir"] = str(glue_dir_for())
     return config
 
+class NotebookFailed(UserError):
+    "A notebook raised while papermill executed it; the executed copy shows where."
+
+def run_notebook(nb: Path, out: Path, parameters: dict) -> Path:
+    """Execute notebook `nb` with papermill into `out` (its working directory is its own folder). The kernel's
+    start-up warnings are silenced; an error in a cell becomes one line naming the executed copy."""
+    import papermill as pm
+    try:
+        pm.execute_notebook(str(nb), str(out), parameters=parameters, cwd=str(nb.parent), kernel_name="python3",
+                            progress_bar=False, log_output=False, extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
+    except pm.PapermillExecutionError as e:
+        raise NotebookFailed(f"{nb.name} failed: {e.ename}: {' '.join(str(e.evalue).split())[:300]} "
+                             f"(the executed notebook: {out})") from None
+    return out
+
 def execute_run(run: Run, runs_dir: Path, device: str | None = None, log=print) -> Path | None:
     """Execute `run`'s experiment notebook with papermill; return its folder. One reproduce executes a run: a
     second process waits for the first, then finds the run finished (and returns None)."""
-    import papermill as pm
     from filelock import FileLock
     out = run_dir(run, runs_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -253,9 +269,8 @@ def execute_run(run: Run, runs_dir: Path, device: str | None = None, log=print) 
             return None
         atomic_write(out / "run.json", json.dumps(dict(run_id=run.run_id, kind=run.kind, config=run.config), indent=1))
         t = time.time()
-        pm.execute_notebook(str(nbs_dir() / EXPERIMENTS[run.kind]), str(out / "run.ipynb"),
-                            parameters=dict(config=experiment_config(run, out, device), out_dir=str(out), quiet=True),
-                            cwd=str(nbs_dir() / "experiments"), kernel_name="python3", progress_bar=False, log_output=False)
+        run_notebook(nbs_dir() / EXPERIMENTS[run.kind], out / "run.ipynb",
+                     dict(config=experiment_config(run, out, device), out_dir=str(out), quiet=True))
     if not (out / "result.json").is_file():
         raise RuntimeError(f"{run.run_id}: the experiment notebook finished without writing {out / 'result.json'}")
     log(f"  done {run.run_id} in {time.time() - t:.0f}s")
@@ -288,6 +303,12 @@ def unavailable(artifacts, scale: str) -> dict[str, str]:
                         "COUPLED_QK_LOCAL_GLUE) to a folder holding SST-2/, MNLI/ and QNLI/ in GLUE's layout"}
     return {}
 
+def prepare_corpora(scale: str) -> None:
+    """Prepare the corpora of `scale` before any run is planned: a run's identity holds its corpus's fingerprint
+    (a difference from the pinned text is said once, in reproduce's summary)."""
+    from coupled_qk.data import prepare
+    for c in sorted(set(scale_spec(scale).corpora.values())): prepare(c, log=lambda line: None)
+
 def prepare_data(runs: list[Run]) -> None:
     """Build every tokenizer and token cache the LM runs need, once, before jobs run in parallel
     (so that two jobs never train the same tokenizer or write the same cache at once)."""
@@ -317,7 +338,6 @@ def _devices(jobs: int) -> list[str | None]:
 def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float = 1.0, redraw: bool = False,
               runs_dir: Path | None = None, figures_dir: Path | None = None, log=print) -> ReproReport:
     "Run what `artifacts` need at `scale` (reusing finished runs), then execute the artifact notebooks."
-    import papermill as pm
     st = load_settings()
     artifacts = list(artifacts or ARTIFACTS)
     runs_dir, figures_dir = Path(runs_dir or st.runs_dir), Path(figures_dir or st.figures_dir)
@@ -325,6 +345,7 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
     rep = ReproReport(scale, artifacts, skipped=unavailable(artifacts, scale))
     for why in rep.skipped.values(): log(why)
     artifacts = [a for a in artifacts if a not in rep.skipped]
+    if not redraw: prepare_corpora(scale)
     runs = plan(artifacts, scale, budget)
     todo = []
     for r in runs:
@@ -377,9 +398,8 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
     out_nbs.mkdir(parents=True, exist_ok=True)
     for a in artifacts:
         nb = nbs_dir() / ARTIFACTS[a].notebook
-        pm.execute_notebook(str(nb), str(out_nbs / nb.name), cwd=str(nb.parent), kernel_name="python3",
-                            parameters=dict(scale=scale, budget=budget, figures_dir=str(figures_dir), runs_dir=str(runs_dir)),
-                            progress_bar=False, log_output=False)
+        run_notebook(nb, out_nbs / nb.name,
+                     dict(scale=scale, budget=budget, figures_dir=str(figures_dir), runs_dir=str(runs_dir)))
         rep.artifact_dirs.append(str(figures_dir / scale / a))
         log(f"  artifact {a}: {figures_dir / scale / a}")
     rep.artifact_seconds = time.time() - t1
@@ -465,9 +485,6 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     if a.jobs < 1: raise UsageError(f"--jobs {a.jobs}: give 1 or more")
     if not a.budget > 0: raise UsageError(f"--budget {a.budget}: give a positive multiplier")
     artifacts = a.artifacts or list(ARTIFACTS)
-    if scale != "paper" and not a.redraw:   # the embedded corpora must be preparable before anything trains
-        from coupled_qk.data import prepare
-        for c in sorted(set(scale_spec(scale).corpora.values())): prepare(c, log=lambda line: None)
     import torch
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if a.dry_run:
