@@ -1,6 +1,7 @@
-"""The numbers that go with every comparison: n seeds, mean ± std, Welch's t-test, Hedges' g, a bootstrap
-confidence interval of the relative change, a variance test for stability claims, Holm's correction
-across a table, and the tokens-to-target ratio of sample efficiency. All built on `scipy.stats`.
+"""The numbers that go with every comparison: n seeds, mean ± std, a paired t-test over seeds with its
+bootstrap interval, effect size and minimum detectable effect, Welch's t-test and Hedges' g as the
+unpaired check, a variance test for stability claims, Holm's correction across a table, a verdict rule
+for the paper's claims, and the tokens-to-target ratio of sample efficiency. All built on `scipy.stats`.
 
 Docs: https://coupled-qk.github.io/coupled_qk/stats.html.md"""
 
@@ -12,11 +13,12 @@ import math
 import warnings
 import numpy as np
 import pandas as pd
-from scipy import stats, special
+from scipy import optimize, stats, special
 
 # %% auto #0
-__all__ = ['COMPARE_COLUMNS', 'describe', 'fmt_mean_std', 'welch', 'hedges_j', 'effect_size', 'hedges_g', 'relative_change_ci',
-           'variance_ratio_test', 'holm', 'compare', 'tokens_to_target', 'tokens_to_target_ratio']
+__all__ = ['COMPARE_COLUMNS', 'PAIRED_COLUMNS', 'EQUIVALENCE_MARGIN_PCT', 'VERDICTS', 'describe', 'fmt_mean_std', 'welch',
+           'hedges_j', 'effect_size', 'hedges_g', 'relative_change_ci', 'variance_ratio_test', 'holm', 'compare', 'mde',
+           'paired_test', 'pair', 'compare_paired', 'verdict', 'tokens_to_target', 'tokens_to_target_ratio']
 
 # %% ../nbs/07_stats.ipynb #744a14f7
 def _clean(x) -> np.ndarray:
@@ -114,13 +116,13 @@ def relative_change_ci(a, b, n_boot: int = 10_000, confidence: float = 0.95, see
     return out
 
 # %% ../nbs/07_stats.ipynb #041910b5
-def variance_ratio_test(a, b) -> dict:
-    "Seed-spread comparison of b against a: std ratio s_b/s_a, F = s_b²/s_a² with two-sided p, Brown–Forsythe p."
+def variance_ratio_test(a, b, confidence: float = 0.95) -> dict:
+    "Seed-spread comparison of b against a: std ratio s_b/s_a with its F interval, F = s_b²/s_a² with two-sided p, Brown–Forsythe p."
     a, b = _clean(a), _clean(b)
     sa = float(np.std(a, ddof=1)) if len(a) > 1 else math.nan
     sb = float(np.std(b, ddof=1)) if len(b) > 1 else math.nan
-    out = dict(std_a=sa, std_b=sb, std_ratio=math.nan, f_ratio=math.nan, f_p=math.nan,
-               bf_stat=math.nan, bf_p=math.nan, reason=_reason(a, b))
+    out = dict(std_a=sa, std_b=sb, std_ratio=math.nan, std_ratio_ci_low=math.nan, std_ratio_ci_high=math.nan,
+               f_ratio=math.nan, f_p=math.nan, bf_stat=math.nan, bf_p=math.nan, reason=_reason(a, b))
     if out["reason"]: return out
     if sa == 0 or sb == 0:
         out["reason"] = "zero variance in one group"
@@ -129,8 +131,9 @@ def variance_ratio_test(a, b) -> dict:
     f = sb**2 / sa**2
     dist = stats.f(len(b) - 1, len(a) - 1)
     bf = stats.levene(b, a, center="median")
-    out.update(std_ratio=sb / sa, f_ratio=f, f_p=float(min(1.0, 2 * min(dist.cdf(f), dist.sf(f)))),
-               bf_stat=float(bf.statistic), bf_p=float(bf.pvalue))
+    lo, hi = f / dist.ppf(0.5 + confidence / 2), f / dist.ppf(0.5 - confidence / 2)
+    out.update(std_ratio=sb / sa, std_ratio_ci_low=math.sqrt(lo), std_ratio_ci_high=math.sqrt(hi), f_ratio=f,
+               f_p=float(min(1.0, 2 * min(dist.cdf(f), dist.sf(f)))), bf_stat=float(bf.statistic), bf_p=float(bf.pvalue))
     return out
 
 # %% ../nbs/07_stats.ipynb #1d1abbf8
@@ -185,6 +188,113 @@ def compare(results: pd.DataFrame, metric: str, group_col: str = "variant", base
     df["p_holm"] = holm(df["p"].to_numpy(float)) if len(df) else []
     df["significant"] = df["p_holm"] < alpha
     return df[COMPARE_COLUMNS]
+
+# %% ../nbs/07_stats.ipynb #cb4e0914
+def mde(se: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
+    "Minimum detectable mean of a two-sided one-sample t-test at `alpha` with `power`: n values, standard error `se`; exact (noncentral t)."
+    if n < 2 or not np.isfinite(se): return math.nan
+    df = n - 1
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    def shortfall(delta):          # the test's power at noncentrality delta, minus the power asked for; the lower
+        return stats.nct.sf(crit, df, delta) + stats.nct.sf(crit, df, -delta) - power   # tail by symmetry (cdf underflows to nan)
+    central = crit + stats.t.ppf(power, df)     # the textbook answer: the exact one lies within a few % above it
+    return float(optimize.brentq(shortfall, 0.0, 4 * central) * se)
+
+def paired_test(a, b, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, power: float = 0.8) -> dict:
+    "Paired comparison of b against a, matched by position (seed): mean per-seed relative change (b-a)/a, paired t-test, d_z, t and bootstrap intervals, MDE."
+    a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
+    if a.shape != b.shape: raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
+    keep = np.isfinite(a) & np.isfinite(b) & (a != 0)      # a failed run drops its seed from both sides
+    d = (b[keep] - a[keep]) / a[keep]
+    n, nan = len(d), math.nan
+    out = dict(n=n, rel_change=float(d.mean()) if n else nan, sd=nan, t=nan, df=nan, p=nan, dz=nan,
+               t_ci_low=nan, t_ci_high=nan, ci_low=nan, ci_high=nan, mde=nan, confidence=confidence, reason=None)
+    if n < 2:
+        out["reason"] = f"n<2 pairs (n={n})"
+        return out
+    m, sd = out["rel_change"], float(np.std(d, ddof=1))
+    se, df = sd / math.sqrt(n), n - 1
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    out.update(sd=sd, df=df, t_ci_low=m - half, t_ci_high=m + half, mde=mde(se, n, power, 1 - confidence))
+    if sd <= 1e-12 * abs(m):       # every seed moved by the same amount (up to rounding): nothing to test against
+        out.update(ci_low=m, ci_high=m, reason="zero variance of the paired differences")
+        return out
+    r = stats.ttest_1samp(d, 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                     # DegenerateDataWarning: few distinct resamples
+        bt = stats.bootstrap((d,), np.mean, n_resamples=n_boot, confidence_level=confidence, method="percentile",
+                             vectorized=True, rng=np.random.default_rng(seed))
+    out.update(t=float(r.statistic), p=float(r.pvalue), dz=m / sd,
+               ci_low=float(bt.confidence_interval.low), ci_high=float(bt.confidence_interval.high))
+    return out
+
+# %% ../nbs/07_stats.ipynb #108d7650
+def pair(results: pd.DataFrame, metric: str, group: str, baseline: str, group_col: str = "variant",
+         pair_col: str = "seed") -> pd.DataFrame:
+    "`metric` of `baseline` (column a) and `group` (column b) side by side, one row per `pair_col` value finite in both."
+    def one(g):
+        d = results.loc[results[group_col] == g, [pair_col, metric]]
+        d = d[np.isfinite(d[metric].astype(float))]
+        if d[pair_col].duplicated().any():
+            raise ValueError(f"{group_col} {g!r} has more than one run per {pair_col}: filter to one run per {pair_col} first")
+        return d.set_index(pair_col)[metric].astype(float)
+    return pd.concat([one(baseline).rename("a"), one(group).rename("b")], axis=1, join="inner").sort_index()
+
+PAIRED_COLUMNS = ["group", "baseline", "n", "seeds", "summary", "summary_base", "rel_change_pct", "t_ci_low_pct",
+                  "t_ci_high_pct", "ci_low_pct", "ci_high_pct", "sd_pct", "t", "df", "p", "p_holm", "significant",
+                  "dz", "mde_pct", "n_welch", "n_welch_base", "p_welch", "p_welch_holm", "direction", "reason"]
+
+def compare_paired(results: pd.DataFrame, metric: str, group_col: str = "variant", baseline: str = "standard",
+                   groups=None, pair_col: str = "seed", lower_is_better: bool = True, alpha: float = 0.05,
+                   n_boot: int = 10_000, seed: int = 0, power: float = 0.8, digits: int = 2) -> pd.DataFrame:
+    "One row per non-baseline group: paired statistics of `metric` against `baseline` over shared seeds, Holm across rows; Welch as the check."
+    for c in (metric, group_col, pair_col):
+        if c not in results.columns: raise KeyError(f"column {c!r} not in results; columns: {list(results.columns)}")
+    present = list(pd.unique(results[group_col]))
+    if baseline not in present: raise ValueError(f"baseline {baseline!r} not among {group_col} values {present}")
+    groups = [g for g in (present if groups is None else groups) if g != baseline]
+    base_all = _clean(results.loc[results[group_col] == baseline, metric])
+    rows = []
+    for g in groups:
+        pr = pair(results, metric, g, baseline, group_col, pair_col)
+        t = paired_test(pr.a, pr.b, n_boot=n_boot, confidence=1 - alpha, seed=seed, power=power)
+        x = _clean(results.loc[results[group_col] == g, metric])
+        w = welch(base_all, x)
+        good = -t["rel_change"] if lower_is_better else t["rel_change"]
+        rows.append(dict(group=g, baseline=baseline, n=t["n"], seeds=" ".join(str(s) for s in pr.index),
+                         summary=fmt_mean_std(pr.b, digits), summary_base=fmt_mean_std(pr.a, digits),
+                         rel_change_pct=100 * t["rel_change"], t_ci_low_pct=100 * t["t_ci_low"],
+                         t_ci_high_pct=100 * t["t_ci_high"], ci_low_pct=100 * t["ci_low"], ci_high_pct=100 * t["ci_high"],
+                         sd_pct=100 * t["sd"], t=t["t"], df=t["df"], p=t["p"], dz=t["dz"], mde_pct=100 * t["mde"],
+                         n_welch=len(x), n_welch_base=len(base_all), p_welch=w["p"],
+                         direction="better" if good > 0 else "worse" if good < 0 else "same" if good == 0 else "",
+                         reason=t["reason"] or ""))
+    df = pd.DataFrame(rows, columns=[c for c in PAIRED_COLUMNS if c not in ("p_holm", "significant", "p_welch_holm")])
+    df["p_holm"] = holm(df["p"].to_numpy(float)) if len(df) else []
+    df["significant"] = df["p_holm"] < alpha
+    df["p_welch_holm"] = holm(df["p_welch"].to_numpy(float)) if len(df) else []
+    return df[PAIRED_COLUMNS]
+
+# %% ../nbs/07_stats.ipynb #6270d536
+EQUIVALENCE_MARGIN_PCT = 3.3    # half the paper's main effect (-6.6 %): smaller differences change no conclusion
+VERDICTS = ("reproduced", "contradicted", "inconclusive", "not tested")
+
+def verdict(claim, lo: float, hi: float, null: float = 0.0, margin: float = EQUIVALENCE_MARGIN_PCT) -> str:
+    "Reproduced / contradicted / inconclusive / not tested, for a claimed effect (or 'lower'/'higher') and our interval [lo, hi]; rule in the text."
+    if not (np.isfinite(lo) and np.isfinite(hi)): return "not tested"
+    if lo > hi: raise ValueError(f"interval [{lo}, {hi}] is reversed")
+    if claim in ("lower", "higher"):
+        below, above = hi < null, lo > null
+        if (below and claim == "lower") or (above and claim == "higher"): return "reproduced"
+        if below or above: return "contradicted"
+        return "inconclusive"
+    if claim == null:                           # a claim of no difference: equivalence within the margin
+        if null - margin <= lo and hi <= null + margin: return "reproduced"
+        if lo > null or hi < null: return "contradicted"
+        return "inconclusive"
+    if not lo <= claim <= hi: return "contradicted"
+    if lo <= null <= hi: return "inconclusive"
+    return "reproduced"
 
 # %% ../nbs/07_stats.ipynb #c1580b1f
 def tokens_to_target(tokens, values, target: float, lower_is_better: bool = True) -> float:
