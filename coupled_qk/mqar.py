@@ -13,10 +13,10 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['MQAR_PRESETS', 'IGNORE_INDEX', 'ZOOLOGY_LRS', 'MQARConfig', 'mqar_config', 'sample_distinct', 'power_law_probs',
-           'sample_weighted_distinct', 'mqar_arrays', 'generate_mqar', 'check_mqar', 'query_slots', 'MQARSplits',
-           'split_seeds', 'make_mqar_splits', 'mqar_accuracy', 'MQARTrainConfig', 'mqar_eval', 'train_mqar_lr',
-           'train_mqar', 'mqar_main']
+__all__ = ['MQAR_PRESETS', 'IGNORE_INDEX', 'ZOOLOGY_LRS', 'TARGETS', 'MQARConfig', 'mqar_config', 'sample_distinct',
+           'power_law_probs', 'sample_weighted_distinct', 'mqar_arrays', 'generate_mqar', 'check_mqar', 'query_slots',
+           'MQARSplits', 'split_seeds', 'make_mqar_splits', 'mqar_accuracy', 'MQARTrainConfig', 'mqar_test_set',
+           'mqar_batches', 'mqar_eval', 'steps_to', 'train_mqar_lr', 'train_mqar', 'mqar_main']
 
 # %% ../nbs/04_mqar.ipynb #d5722a94
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ from pathlib import Path
 import torch.nn as nn
 from . import __version__
 from .attention import VARIANTS, POSITIONAL
-from .model import GPT, GPTConfig, model_config, n_params, coupling_params
+from .model import GPT, GPTConfig, INITS, model_config, n_params, coupling_params
 from .settings import resolve_device, atomic_write
 from .bench import git_revision, hardware
 from .train import (ConfigError, check_choice, check_same_run, config_hash, cosine_lr, default_run_dir,
@@ -268,16 +268,16 @@ from .cli import config_parser, config_from_args
 
 # %% ../nbs/04_mqar.ipynb #27999699
 ZOOLOGY_LRS = (1e-4, 4.6e-4, 2.2e-3, 1e-2)       # np.logspace(-4, -2, 4), Zoology's MQAR sweep
+TARGETS = (0.9, 0.99)                            # accuracies whose first step is reported (sample efficiency)
 
 @dataclass
 class MQARTrainConfig:
-    "One MQAR experiment: the task, the model, and the learning-rate sweep."
+    "One MQAR experiment: the task, the model, the step budget and the learning-rate sweep."
     task: str = "easy"                 # a key of MQAR_PRESETS
     vocab_size: int | None = None      # task overrides (None = the preset's value)
     seq_len: int | None = None
     num_kv_pairs: int | None = None
     power_a: float | None = None
-    n_train: int = 20_000
     n_test: int = 1_000
     variant: str = "standard"
     d_model: int = 64
@@ -286,11 +286,15 @@ class MQARTrainConfig:
     positional: str = "learned"        # at smoke scale rope memorised the training set where learned generalised
     n_steps: int | None = None         # coupled-variant overrides
     dt_init: float | None = None
-    epochs: int = 16
+    init: str = "torch"                # GPT-2's N(0, 0.02) keeps a width-64 model on the plateau; see the model chapter
+    tie_embeddings: bool = False
+    steps: int = 1_000                 # optimiser steps, each on a fresh batch
+    eval_every: int = 100              # test accuracy every this many steps (the resolution of steps-to-accuracy)
     batch_size: int = 64
+    warmup_frac: float = 0.1           # linear warmup over this fraction of the steps, then cosine to zero
     lrs: tuple = ZOOLOGY_LRS
     weight_decay: float = 0.1
-    seed: int = 0
+    seed: int = 0                      # data streams and model init
     device: str | None = None          # auto, cpu, cuda, cuda:N or mps; None = the `device` setting
     NON_RESULT_FIELDS = ("device",)
 
@@ -298,23 +302,60 @@ class MQARTrainConfig:
         check_choice("MQAR task", self.task, tuple(MQAR_PRESETS))
         check_choice("variant", self.variant, VARIANTS)
         check_choice("positional encoding", self.positional, POSITIONAL)
+        check_choice("init", self.init, INITS)
         self.lrs = tuple(float(x) for x in self.lrs)
-        if not self.lrs or min(self.lrs) <= 0: raise ConfigError(f"lrs={self.lrs}: give one or more positive learning rates")
-        for k in ("n_train", "n_test", "epochs", "batch_size", "d_model", "n_layers", "n_heads"):
-            if getattr(self, k) < 1: raise ConfigError(f"{k}={getattr(self, k)}; it must be at least 1")
-        try: self.task_config(); self.model_config()
-        except ValueError as e: raise ConfigError(str(e)) from None
+        if not self.lrs or min(self.lrs) <= 0:
+            raise ConfigError(f"lrs={self.lrs}: give one or more positive learning rates")
+        for k in ("n_test", "steps", "eval_every", "batch_size", "d_model", "n_layers", "n_heads"):
+            if getattr(self, k) < 1:
+                raise ConfigError(f"{k}={getattr(self, k)}; it must be at least 1")
+        if not 0 <= self.warmup_frac < 1:
+            raise ConfigError(f"warmup_frac={self.warmup_frac}; it must be in [0, 1)")
+        try:
+            self.task_config()
+            self.model_config()
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+
+    @property
+    def warmup_steps(self) -> int: return int(self.warmup_frac * self.steps)
 
     def task_config(self) -> MQARConfig:
         over = {k: getattr(self, k) for k in ("vocab_size", "seq_len", "num_kv_pairs", "power_a") if getattr(self, k) is not None}
-        return mqar_config(self.task, num_examples=self.n_train, seed=self.seed, **over)
+        return mqar_config(self.task, num_examples=self.steps * self.batch_size, seed=self.seed, **over)
 
     def model_config(self) -> GPTConfig:
         t = self.task_config()
         over = {k: getattr(self, k) for k in ("n_steps", "dt_init") if getattr(self, k) is not None}
         return model_config("smoke", self.variant, vocab_size=t.vocab_size, seq_len=t.seq_len, d_model=self.d_model,
-                            n_layers=self.n_layers, n_heads=self.n_heads, positional=self.positional, **over)
+                            n_layers=self.n_layers, n_heads=self.n_heads, positional=self.positional, init=self.init,
+                            tie_embeddings=self.tie_embeddings, **over)
 
+
+# %% ../nbs/04_mqar.ipynb #ba2ab826
+def mqar_test_set(cfg: MQARConfig, n_test: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    "`n_test` distinct examples from the test stream of split seed `seed` (SeedSequence(seed).spawn(2)[1])."
+    rng = np.random.default_rng(split_seeds(seed)[1])
+    x, y = mqar_arrays(cfg, n_test, rng)
+    for _ in range(20):
+        dup = _dup_within(x)
+        if not dup.any():
+            return torch.from_numpy(x), torch.from_numpy(y)
+        x[dup], y[dup] = mqar_arrays(cfg, int(dup.sum()), rng)
+    raise ValueError(f"MQAR task too small for {n_test} distinct test examples (vocab_size={cfg.vocab_size}, "
+                     f"seq_len={cfg.seq_len}); raise vocab_size or seq_len, or lower n_test")
+
+def mqar_batches(cfg: MQARConfig, batch_size: int, seed: int, test_inputs: torch.Tensor | None = None):
+    "Fresh training batches without end from the training stream of `seed`; rows equal to a test example are dropped."
+    rng = np.random.default_rng(split_seeds(seed)[0])
+    test_h = _row_hash(np.asarray(test_inputs)) if test_inputs is not None else np.zeros(0, np.uint64)
+    while True:
+        x, y = mqar_arrays(cfg, batch_size, rng)
+        keep = ~np.isin(_row_hash(x), test_h)       # a hash collision only drops a training row: harmless
+        yield torch.from_numpy(x[keep]), torch.from_numpy(y[keep])
+
+
+# %% ../nbs/04_mqar.ipynb #2375648e
 @torch.no_grad()
 def mqar_eval(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, device, batch_size: int = 256) -> tuple[float, float]:
     "(accuracy at query positions, mean loss) of `model` on a split."
@@ -324,43 +365,51 @@ def mqar_eval(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, devi
         x, y = inputs[i:i + batch_size].to(device), labels[i:i + batch_size].to(device)
         logits, loss = model(x, y)
         k = int((y != -100).sum())
-        correct += round(mqar_accuracy(logits, y) * k); n += k; loss_sum += float(loss) * k
+        correct += round(mqar_accuracy(logits, y) * k)
+        n += k
+        loss_sum += float(loss) * k
     model.train()
     return correct / n, loss_sum / n
 
-def train_mqar_lr(cfg: MQARTrainConfig, lr: float, splits, device, quiet: bool = True) -> dict:
-    "Train one model at one learning rate; test accuracy after every epoch."
+def steps_to(history: list[dict], target: float) -> int | None:
+    "The first evaluated step whose test accuracy reaches `target`; None if none does."
+    return next((h["step"] for h in history if h["test_acc"] >= target), None)
+
+def train_mqar_lr(cfg: MQARTrainConfig, lr: float, test: tuple, device, quiet: bool = True) -> dict:
+    "Train one model at one learning rate on fresh batches; test accuracy every `eval_every` steps."
     torch.manual_seed(cfg.seed)
     model = GPT(cfg.model_config()).to(device)
     opt = make_optimizer(model, lr, cfg.weight_decay, device)
-    xtr, ytr = splits.train
-    steps_per_epoch = math.ceil(len(xtr) / cfg.batch_size)
-    total = cfg.epochs * steps_per_epoch
-    gen = torch.Generator().manual_seed(cfg.seed)
-    hist, step = [], 0
+    batches = mqar_batches(cfg.task_config(), cfg.batch_size, cfg.seed, test[0])   # the same stream at every lr
     from tqdm.auto import tqdm
-    bar = tqdm(total=total, disable=quiet, desc=f"mqar {cfg.variant} lr={lr:.2g}", unit="step")
-    t0 = time.perf_counter()
-    for epoch in range(cfg.epochs):
-        perm = torch.randperm(len(xtr), generator=gen)
-        for i in range(0, len(xtr), cfg.batch_size):
-            for gr in opt.param_groups: gr["lr"] = cosine_lr(step, lr, 0.0, 0, total)
-            idx = perm[i:i + cfg.batch_size]
-            loss = model(xtr[idx].to(device), ytr[idx].to(device))[1]
-            if not math.isfinite(loss.item()): break
+    bar = tqdm(total=cfg.steps, disable=quiet, desc=f"mqar {cfg.variant} lr={lr:.2g}", unit="step")
+    hist, diverged, t0 = [], False, time.perf_counter()
+    for step in range(cfg.steps):
+        for gr in opt.param_groups:
+            gr["lr"] = cosine_lr(step, lr, 0.0, cfg.warmup_steps, cfg.steps)
+        x, y = next(batches)
+        loss = model(x.to(device), y.to(device))[1]
+        diverged = not math.isfinite(loss.item())
+        if not diverged:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step(); opt.zero_grad(set_to_none=True)
-            step += 1; bar.update(1)
-        acc, tl = mqar_eval(model, *splits.test, device)
-        loss = loss.item()
-        hist.append(dict(epoch=epoch + 1, step=step, train_loss=loss, test_loss=tl, test_acc=acc,
-                         elapsed=round(time.perf_counter() - t0, 3)))
-        bar.set_postfix(loss=f"{loss:.3f}", acc=f"{acc:.3f}")
-        if not math.isfinite(loss): break          # a diverged lr is a result of the sweep, not an error
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            bar.update(1)
+        if diverged or (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
+            acc, tl = mqar_eval(model, *test, device)
+            hist.append(dict(step=step + 1, examples=(step + 1) * cfg.batch_size, train_loss=loss.item(), test_loss=tl,
+                             test_acc=acc, elapsed=round(time.perf_counter() - t0, 3)))
+            bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.3f}")
+        if diverged:
+            break                                 # a diverged lr is a result of the sweep, not an error
     bar.close()
-    return dict(lr=lr, test_acc=hist[-1]["test_acc"], best_epoch_acc=max(h["test_acc"] for h in hist),
-                diverged=not math.isfinite(loss), history=hist, dt=dt_per_head(model))
+    return dict(lr=lr, test_acc=hist[-1]["test_acc"], **{f"steps_to_{t:g}": steps_to(hist, t) for t in TARGETS},
+                best_acc=max(h["test_acc"] for h in hist), diverged=diverged, history=hist, dt=dt_per_head(model))
+
+def _rank(r: dict) -> tuple:
+    "Sort key of a learning rate's result: final accuracy first, then the fewest steps to each target."
+    return (-r["test_acc"], *(r[f"steps_to_{t:g}"] or math.inf for t in reversed(TARGETS)), r["lr"])
 
 def train_mqar(cfg: MQARTrainConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True) -> dict:
     "The learning-rate sweep of one MQAR experiment; writes metrics.jsonl and result.json; returns the result."
@@ -377,24 +426,32 @@ def _train_mqar(cfg: MQARTrainConfig, out: Path, device, quiet: bool) -> dict:
         return res
     atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash), indent=1))
     task = cfg.task_config()
-    splits = make_mqar_splits(task, cfg.n_train, cfg.n_test, seed=cfg.seed)
+    test = mqar_test_set(task, cfg.n_test, cfg.seed)
     (out / "metrics.jsonl").unlink(missing_ok=True)
     t0, sweep = time.perf_counter(), []
     for lr in cfg.lrs:
-        r = train_mqar_lr(cfg, lr, splits, device, quiet)
+        r = train_mqar_lr(cfg, lr, test, device, quiet)
         with open(out / "metrics.jsonl", "a") as fh:
-            for h in r["history"]: fh.write(json.dumps(dict(lr=lr, **h)) + "\n")
+            for h in r["history"]:
+                fh.write(json.dumps(dict(lr=lr, **h)) + "\n")
         sweep.append(r)
-        if not quiet: print(f"lr {lr:.3g}: test accuracy {r['test_acc']:.3f}", flush=True)
-    best = max(sweep, key=lambda r: (r["test_acc"], -r["lr"]))
+        if not quiet:
+            print(f"lr {lr:.3g}: test accuracy {r['test_acc']:.3f}, steps to 0.9 / 0.99: "
+                  f"{r['steps_to_0.9']} / {r['steps_to_0.99']}", flush=True)
+    best = min(sweep, key=_rank)
     model = GPT(cfg.model_config())
-    res = dict(kind="mqar", config=asdict(cfg), config_hash=chash, task=splits.provenance(),
+    provenance = dict(task="mqar", **asdict(task), split_seed=cfg.seed, n_train=cfg.steps * cfg.batch_size,
+                      n_test=cfg.n_test, seed_scheme="SeedSequence(seed).spawn(2) -> (train stream, test set); "
+                      "a fresh training batch every step, rows equal to a test example dropped")
+    res = dict(kind="mqar", config=asdict(cfg), config_hash=chash, task=provenance,
                model=asdict(cfg.model_config()), params=n_params(model), coupling_params=coupling_params(model),
-               best_lr=best["lr"], test_acc=best["test_acc"], chance=2 / task.vocab_size, sweep=sweep,
+               best_lr=best["lr"], test_acc=best["test_acc"], **{k: best[k] for k in best if k.startswith("steps_to_")},
+               chance=2 / task.vocab_size, sweep=sweep,
                coupled_qk_version=__version__, torch_version=torch.__version__, git_revision=git_revision(),
                hardware=hardware(), device=str(device), wall_clock_s=round(time.perf_counter() - t0, 3))
     atomic_write(out / "result.json", json.dumps(res, indent=1))
     return res
+
 
 # %% ../nbs/04_mqar.ipynb #2352b684
 def mqar_main(argv: list[str] | None = None) -> int:
