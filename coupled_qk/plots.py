@@ -8,7 +8,6 @@ Docs: https://coupled-qk.github.io/coupled_qk/plots.html.md"""
 from __future__ import annotations
 import json, time
 from pathlib import Path
-import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
@@ -20,7 +19,8 @@ __all__ = ['PALETTE', 'LABELS', 'set_style', 'variant_order', 'ArtifactWriter', 
 # %% ../nbs/08_plots.ipynb #387aeb8c
 PALETTE = dict(zip(VARIANTS, sns.color_palette("colorblind", len(VARIANTS))))
 LABELS = {"standard": "standard", "hamiltonian": "coupled (Hamiltonian)", "euler": "coupled (Euler)",
-          "mlp_only": "MLP-only (uncoupled)", "differential": "Differential", "coupled_differential": "coupled Differential"}
+          "mlp_only": "MLP-only (uncoupled)", "differential": "Differential", "coupled_differential": "coupled Differential",
+          "invertible": "invertible coupling", "invertible_differential": "invertible Differential"}
 
 def set_style():
     "The project's seaborn style: white grid, paper context, readable sizes."
