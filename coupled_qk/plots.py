@@ -9,12 +9,14 @@ from __future__ import annotations
 import json, time
 from pathlib import Path
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 from .attention import VARIANTS
+from .stats import pair, paired_test
 
 # %% auto #0
-__all__ = ['PALETTE', 'LABELS', 'set_style', 'variant_order', 'ArtifactWriter', 'curve_plot', 'bar_plot']
+__all__ = ['PALETTE', 'LABELS', 'set_style', 'variant_order', 'ArtifactWriter', 'curve_plot', 'bar_plot', 'paired_plot']
 
 # %% ../nbs/08_plots.ipynb #387aeb8c
 PALETTE = dict(zip(VARIANTS, sns.color_palette("colorblind", len(VARIANTS))))
@@ -103,4 +105,31 @@ def bar_plot(df: pd.DataFrame, y: str, x: str = "variant", ax=None, ylabel: str 
     if ref is not None: ax.axhline(ref, ls="--", color="gray", label=ref_label); ax.legend()
     ax.set(xlabel=x, ylabel=ylabel or y, title=title)
     ax.tick_params(axis="x", rotation=20)
+    return ax
+
+# %% ../nbs/08_plots.ipynb #1bc23e8e
+def paired_plot(df: pd.DataFrame, metric: str, baseline: str = "standard", groups=None, group_col: str = "variant",
+                pair_col: str = "seed", ax=None, paper: dict | None = None, alpha: float = 0.05,
+                ylabel: str | None = None, title: str | None = None):
+    "Per-seed relative change (%) of `metric` against `baseline`: seeds as dots, mean ± paired t interval, the paper's % as a cross."
+    ax = ax or plt.subplots(figsize=(6, 4))[1]
+    present = variant_order(df[group_col]) if group_col == "variant" else list(pd.unique(df[group_col]))
+    groups = [g for g in (present if groups is None else groups) if g != baseline]
+    paper = paper or {}
+    for i, g in enumerate(groups):
+        pr = pair(df, metric, g, baseline, group_col, pair_col)
+        t = paired_test(pr.a, pr.b, n_boot=200, confidence=1 - alpha)    # only the t interval is drawn
+        color = PALETTE.get(g, "C0")
+        ax.plot(np.full(len(pr), i - 0.12), 100 * (pr.b - pr.a) / pr.a, "o", color=color, alpha=0.6, ms=4,
+                label="seeds" if i == 0 else None)
+        m, lo, hi = (100 * t[k] for k in ("rel_change", "t_ci_low", "t_ci_high"))
+        err = [[m - lo], [hi - m]] if t["n"] > 1 else None                # one seed: the point, no interval
+        ax.errorbar([i + 0.05], [m], yerr=err, fmt="s", color=color, capsize=4,
+                    label=f"mean, {100 * (1 - alpha):g}% paired t CI" if i == 0 else None)
+        if isinstance(paper.get(g), (int, float)):
+            ax.plot([i + 0.22], [paper[g]], "x", color="k", ms=8, mew=2, label="paper" if "paper" not in [h.get_label() for h in ax.lines] else None)
+    ax.axhline(0, color="gray", lw=0.8)
+    ax.set_xticks(range(len(groups)), [LABELS.get(g, g) for g in groups], rotation=20)
+    ax.set(ylabel=ylabel or f"{metric} vs {baseline} (%)", title=title)
+    ax.legend(fontsize=8)
     return ax
