@@ -18,7 +18,8 @@ from scipy import optimize, stats, special
 # %% auto #0
 __all__ = ['COMPARE_COLUMNS', 'PAIRED_COLUMNS', 'EQUIVALENCE_MARGIN_PCT', 'VERDICTS', 'describe', 'fmt_mean_std', 'welch',
            'hedges_j', 'effect_size', 'hedges_g', 'relative_change_ci', 'variance_ratio_test', 'holm', 'compare', 'mde',
-           'paired_test', 'pair', 'compare_paired', 'verdict', 'tokens_to_target', 'tokens_to_target_ratio']
+           'mean_test', 'paired_test', 'pair', 'compare_paired', 'verdict', 'tokens_to_target',
+           'tokens_to_target_ratio']
 
 # %% ../nbs/07_stats.ipynb #744a14f7
 def _clean(x) -> np.ndarray:
@@ -200,19 +201,16 @@ def mde(se: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
     central = crit + stats.t.ppf(power, df)     # the textbook answer: the exact one lies within a few % above it
     return float(optimize.brentq(shortfall, 0.0, 4 * central) * se)
 
-def paired_test(a, b, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, power: float = 0.8) -> dict:
-    "Paired comparison of b against a, matched by position (seed): mean per-seed relative change (b-a)/a, paired t-test, d_z, t and bootstrap intervals, MDE."
-    a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
-    if a.shape != b.shape: raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
-    keep = np.isfinite(a) & np.isfinite(b) & (a != 0)      # a failed run drops its seed from both sides
-    d = (b[keep] - a[keep]) / a[keep]
+def mean_test(d, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, power: float = 0.8) -> dict:
+    "One-sample view of differences d (already formed): mean, sd, t-test of mean 0, d_z, t and bootstrap intervals of the mean, MDE."
+    d = _clean(d)
     n, nan = len(d), math.nan
-    out = dict(n=n, rel_change=float(d.mean()) if n else nan, sd=nan, t=nan, df=nan, p=nan, dz=nan,
+    out = dict(n=n, mean=float(d.mean()) if n else nan, sd=nan, t=nan, df=nan, p=nan, dz=nan,
                t_ci_low=nan, t_ci_high=nan, ci_low=nan, ci_high=nan, mde=nan, confidence=confidence, reason=None)
     if n < 2:
         out["reason"] = f"n<2 pairs (n={n})"
         return out
-    m, sd = out["rel_change"], float(np.std(d, ddof=1))
+    m, sd = out["mean"], float(np.std(d, ddof=1))
     se, df = sd / math.sqrt(n), n - 1
     half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
     out.update(sd=sd, df=df, t_ci_low=m - half, t_ci_high=m + half, mde=mde(se, n, power, 1 - confidence))
@@ -226,6 +224,15 @@ def paired_test(a, b, n_boot: int = 10_000, confidence: float = 0.95, seed: int 
                              vectorized=True, rng=np.random.default_rng(seed))
     out.update(t=float(r.statistic), p=float(r.pvalue), dz=m / sd,
                ci_low=float(bt.confidence_interval.low), ci_high=float(bt.confidence_interval.high))
+    return out
+
+def paired_test(a, b, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, power: float = 0.8) -> dict:
+    "Paired comparison of b against a, matched by position (seed): `mean_test` of the per-seed relative changes (b-a)/a, as `rel_change`."
+    a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
+    if a.shape != b.shape: raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
+    keep = np.isfinite(a) & np.isfinite(b) & (a != 0)      # a failed run drops its seed from both sides
+    out = mean_test((b[keep] - a[keep]) / a[keep], n_boot, confidence, seed, power)
+    out["rel_change"] = out.pop("mean")
     return out
 
 # %% ../nbs/07_stats.ipynb #108d7650
