@@ -131,10 +131,12 @@ def variance_ratio_test(a, b, confidence: float = 0.95) -> dict:
         return out
     f = sb**2 / sa**2
     dist = stats.f(len(b) - 1, len(a) - 1)
-    bf = stats.levene(b, a, center="median")
+    # two seeds have identical absolute deviations from their median: Brown–Forsythe's within-group spread is 0
+    # and its statistic meaningless (p ~ 1e-28), so it needs three seeds in each group
+    bf = stats.levene(b, a, center="median") if min(len(a), len(b)) >= 3 else None
     lo, hi = f / dist.ppf(0.5 + confidence / 2), f / dist.ppf(0.5 - confidence / 2)
     out.update(std_ratio=sb / sa, std_ratio_ci_low=math.sqrt(lo), std_ratio_ci_high=math.sqrt(hi), f_ratio=f,
-               f_p=float(min(1.0, 2 * min(dist.cdf(f), dist.sf(f)))), bf_stat=float(bf.statistic), bf_p=float(bf.pvalue))
+               f_p=float(min(1.0, 2 * min(dist.cdf(f), dist.sf(f)))), bf_stat=float(bf.statistic) if bf else math.nan, bf_p=float(bf.pvalue) if bf else math.nan)
     return out
 
 # %% ../nbs/07_stats.ipynb #1d1abbf8
