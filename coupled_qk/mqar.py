@@ -283,7 +283,7 @@ class MQARTrainConfig:
     d_model: int = 64
     n_layers: int = 2
     n_heads: int = 2
-    positional: str = "learned"        # at smoke scale rope memorised the training set where learned generalised
+    positional: str = "rope"           # relative positions give the previous-token head that recall needs at once
     n_steps: int | None = None         # coupled-variant overrides
     dt_init: float | None = None
     init: str = "torch"                # GPT-2's N(0, 0.02) keeps a width-64 model on the plateau; see the model chapter
