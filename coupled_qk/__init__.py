@@ -13,7 +13,7 @@ Modules:
 - `coupled_qk.mqar`: The MQAR toy task of Zoology: a context of key-value pairs, then every key asked again; the model must answer each with its value. A fast, seeded, vectorised numpy generator.
 - `coupled_qk.repro`: The artifact registry, the scales, and the runner behind `coupled-qk reproduce`: which runs each figure and table needs, which of them are already done, and the papermill executions that make the rest.
 - `coupled_qk.settings`: Where data, runs and figures go, which device to use, and where offline copies of the paper's corpora live: one small file, `settings.ini`, read by one small function.
-- `coupled_qk.stats`: The numbers that go with every comparison: n seeds, mean ± std, Welch's t-test, Hedges' g, a bootstrap confidence interval of the relative change, a variance test for stability claims, Holm's correction across a table, and the tokens-to-target ratio of sample efficiency. All built on `scipy.stats`.
+- `coupled_qk.stats`: The numbers that go with every comparison: n seeds, mean ± std, a paired t-test over seeds with its bootstrap interval, effect size and minimum detectable effect, Welch's t-test and Hedges' g as the unpaired check, a variance test for stability claims, Holm's correction across a table, a verdict rule for the paper's claims, and the tokens-to-target ratio of sample efficiency. All built on `scipy.stats`.
 - `coupled_qk.train`: The trainer: language modelling on a corpus (with exact resume after a crash, a guard against divergence, and data parallelism through torchrun), and MQAR with Zoology's learning-rate sweep."""
 
 __version__ = "0.1.0"

@@ -21,8 +21,8 @@ from .invertible import InvertibleCoupling
 
 # %% auto #0
 __all__ = ['VARIANTS', 'COUPLED', 'INVERTIBLE', 'DIFFERENTIAL', 'POSITIONAL', 'ATTENTION', 'AttentionConfig', 'Rotary', 'attend',
-           'attention_map', 'naive_attend', 'CausalSelfAttention', 'lambda_init', 'DifferentialAttention',
-           'build_attention']
+           'attention_map', 'naive_attend', 'dynamics_of', 'CausalSelfAttention', 'lambda_init',
+           'DifferentialAttention', 'build_attention']
 
 # %% ../nbs/01_attention.ipynb #01c6ddd0
 VARIANTS = ("standard", "hamiltonian", "euler", "mlp_only", "differential", "coupled_differential",
@@ -47,6 +47,7 @@ class AttentionConfig:
     positional: str = "rope"
     rope_base: float = 10_000.0
     recompute: bool = True           # recompute the dynamics or coupling in the backward pass instead of storing them
+    learn_dt: bool = True            # False: Δt stays at dt_init (dt_init = 0 then makes the layer its parent, in training too)
 
     def __post_init__(self):
         for kind, value, valid in (("attention variant", self.variant, VARIANTS),
@@ -113,6 +114,14 @@ def naive_attend(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     return attention_map(q, k) @ v
 
 # %% ../nbs/01_attention.ipynb #6095900d
+def dynamics_of(cfg: AttentionConfig, n_heads: int, head_dim: int) -> CoupledDynamics | None:
+    "The q/k dynamics of a coupled variant (None for the others), with Δt learnable unless cfg.learn_dt is False."
+    if not cfg.method: return None
+    dyn = CoupledDynamics(cfg.method, n_heads, head_dim, cfg.n_steps, cfg.dt_init, cfg.hidden, cfg.force,
+                          cfg.shared_force, cfg.recompute)
+    dyn.dt.requires_grad_(cfg.learn_dt)
+    return dyn
+
 class CausalSelfAttention(nn.Module):
     "Causal self-attention: `standard`, coupled (`hamiltonian`, `euler`, `mlp_only`) or `invertible`, per `cfg.variant`."
     def __init__(self, cfg: AttentionConfig, d_model: int, n_heads: int, layer_idx: int = 0):
@@ -123,8 +132,7 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.proj = nn.Linear(d_model, d_model, bias=False)
         self.rope = Rotary(self.head_dim, cfg.rope_base) if cfg.positional == "rope" else None
-        self.dynamics = (CoupledDynamics(cfg.method, n_heads, self.head_dim, cfg.n_steps, cfg.dt_init,
-                                         cfg.hidden, cfg.force, cfg.shared_force, cfg.recompute) if cfg.method else None)
+        self.dynamics = dynamics_of(cfg, n_heads, self.head_dim)
         self.coupling = (InvertibleCoupling(n_heads, self.head_dim, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
                          if cfg.invertible else None)
 
@@ -164,8 +172,7 @@ class DifferentialAttention(nn.Module):
             nn.Parameter(torch.randn(d) * 0.1) for _ in range(4))
         self.subln = nn.RMSNorm(2 * d, eps=1e-5, elementwise_affine=True)
         self.rope = Rotary(d, cfg.rope_base) if cfg.positional == "rope" else None
-        self.dynamics = (CoupledDynamics(cfg.method, 2 * self.n_heads, d, cfg.n_steps, cfg.dt_init,
-                                         cfg.hidden, cfg.force, cfg.shared_force, cfg.recompute) if cfg.method else None)
+        self.dynamics = dynamics_of(cfg, 2 * self.n_heads, d)
         self.coupling = (InvertibleCoupling(2 * self.n_heads, d, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
                          if cfg.invertible else None)
 

@@ -15,12 +15,12 @@ from pathlib import Path
 from .settings import load_settings, atomic_write, UserError
 
 # %% auto #0
-__all__ = ['KINDS', 'PAPER_CORPORA', 'EMBEDDED', 'SCALE_SPECS', 'MAIN', 'ARTIFACTS', 'CPU_TOKENS_PER_S', 'CUDA_TOKENS_PER_S',
-           'RUN_OVERHEAD_S', 'EXPERIMENTS', 'RESULT_KEYS', 'PAPER', 'Run', 'ScaleSpec', 'scale_spec', 'lm_run',
-           'mqar_run', 'glue_run', 'Artifact', 'artifact_runs', 'plan', 'run_dir', 'is_done', 'estimate_seconds',
-           'nbs_dir', 'experiment_config', 'NotebookFailed', 'run_notebook', 'execute_run', 'write_summary',
-           'glue_dir_for', 'unavailable', 'prepare_corpora', 'prepare_data', 'ReproReport', 'reproduce', 'results',
-           'curves', 'print_plan', 'drift_lines', 'reproduce_main']
+__all__ = ['KINDS', 'PAPER_CORPORA', 'EMBEDDED', 'SCALE_SPECS', 'PRIMARY', 'SECONDARY', 'MAIN', 'ABLATION', 'ARTIFACTS',
+           'CPU_TOKENS_PER_S', 'CUDA_TOKENS_PER_S', 'RUN_OVERHEAD_S', 'EXPERIMENTS', 'RESULT_KEYS', 'PAPER', 'Run',
+           'ScaleSpec', 'scale_spec', 'lm_run', 'mqar_run', 'glue_run', 'Artifact', 'artifact_runs', 'plan', 'run_dir',
+           'is_done', 'estimate_seconds', 'nbs_dir', 'experiment_config', 'NotebookFailed', 'run_notebook',
+           'execute_run', 'write_summary', 'glue_dir_for', 'unavailable', 'prepare_corpora', 'prepare_data',
+           'ReproReport', 'reproduce', 'results', 'curves', 'print_plan', 'drift_lines', 'reproduce_main']
 
 # %% ../nbs/09_repro.ipynb #5e29fe82
 KINDS = ("lm", "mqar", "glue")
@@ -56,9 +56,11 @@ class ScaleSpec:
     preset: str                       # the main model preset
     tokenizer: str
     corpora: dict                     # paper corpus -> the corpus that plays it at this scale
-    seeds: tuple
-    lm: dict                          # TrainConfig fields shared by every LM run
+    seeds: tuple                      # the primary comparisons' paired seeds
+    few_seeds: tuple                  # the secondary comparisons' seeds (a prefix of `seeds`: the same pairs)
+    lm: dict                          # TrainConfig fields shared by every LM run (model overrides included)
     lm_tokens: int                    # token budget of one LM run
+    evals: int                        # evaluations per LM run (curves: tokens-to-target, wall-clock matching)
     steps: tuple                      # integration steps for the n-steps artifact
     long_multiplier: float            # sample efficiency: standard trained this many times longer
     sizes: tuple                      # scaling: (label, preset, model overrides)
@@ -73,31 +75,31 @@ EMBEDDED = {"wikitext103": "pydocs", "pubmed": "pystdlib", "openwebtext": "debmi
 
 SCALE_SPECS = {
     "smoke": ScaleSpec(
-        name="smoke", preset="smoke", tokenizer="bytes", corpora=EMBEDDED, seeds=(0, 1),
-        lm=dict(batch_size=8, lr=3e-3, warmup_steps=5, eval_every=10, eval_batches=4), lm_tokens=8 * 64 * 30,
+        name="smoke", preset="smoke", tokenizer="bytes", corpora=EMBEDDED, seeds=(0, 1), few_seeds=(0, 1),
+        lm=dict(batch_size=8, lr=3e-3, warmup_steps=5, eval_batches=4), lm_tokens=8 * 64 * 30, evals=3,
         steps=(1, 2, 4), long_multiplier=3.0,
         sizes=(("S", "smoke", dict(d_model=32)), ("M", "smoke", {}), ("L", "smoke", dict(d_model=96, n_layers=3))),
-        mqar=dict(vocab_size=64, n_train=256, n_test=64, epochs=2, batch_size=32, lrs=(1e-3, 3e-3), d_model=32),
-        mqar_tasks=("easy", "medium", "hard"),
+        mqar=dict(vocab_size=64, n_test=64, steps=20, eval_every=10, batch_size=32, lrs=(1e-3, 3e-3), d_model=32),
+        mqar_tasks=("easy",),
         glue=dict(max_train=64, max_eval=64, epochs=1, batch_size=16),
         note="every code path, seconds per run; numbers mean nothing"),
     "cpu": ScaleSpec(
-        name="cpu", preset="cpu", tokenizer="bpe-4096", corpora=EMBEDDED, seeds=(0, 1, 2),
-        lm=dict(batch_size=32, lr=2e-3, warmup_steps=20, eval_every=32, eval_batches=16), lm_tokens=32 * 128 * 160,
+        name="cpu", preset="cpu", tokenizer="bpe-4096", corpora=EMBEDDED, seeds=(0, 1, 2, 3, 4), few_seeds=(0, 1, 2),
+        lm=dict(batch_size=32, lr=2e-3, warmup_steps=20, eval_batches=16), lm_tokens=32 * 128 * 160, evals=12,
         steps=(1, 2, 3, 4, 5, 6, 7), long_multiplier=3.0,
         sizes=(("0.6M", "cpu", dict(d_model=64, n_heads=2)), ("1.3M", "cpu", {}),
                ("3.4M", "cpu", dict(d_model=192, n_heads=6, n_layers=6))),
-        mqar=dict(vocab_size=128, n_train=4000, n_test=500, epochs=8, batch_size=64, lrs=(1e-3, 3e-3), d_model=64),
+        mqar=dict(vocab_size=128, n_test=500, steps=600, eval_every=50, batch_size=64, lrs=(3e-3,), d_model=64),
         mqar_tasks=("easy", "medium", "hard"),
         glue=dict(max_train=2000, max_eval=872, epochs=2, batch_size=32),
         note="real small-scale results on a 2-core laptop"),
     "paper": ScaleSpec(
         name="paper", preset="paper-60m", tokenizer="gpt2",
-        corpora={c: c for c in PAPER_CORPORA}, seeds=(0, 1, 2),
-        lm=dict(batch_size=16, grad_accum=4, lr=6e-4, warmup_steps=700, eval_every=1000, eval_batches=None),
-        lm_tokens=1_300_000_000, steps=(1, 2, 3, 4, 5, 6, 7), long_multiplier=2.4,
+        corpora={c: c for c in PAPER_CORPORA}, seeds=(0, 1, 2), few_seeds=(0, 1, 2),
+        lm=dict(batch_size=16, grad_accum=4, lr=6e-4, warmup_steps=700, eval_batches=None),
+        lm_tokens=1_300_000_000, evals=20, steps=(1, 2, 3, 4, 5, 6, 7), long_multiplier=2.4,
         sizes=(("60M", "paper-60m", {}), ("150M", "paper-150m", {}), ("350M", "paper-350m", {})),
-        mqar=dict(vocab_size=8192, n_train=100_000, n_test=3_000, epochs=64, batch_size=64,
+        mqar=dict(vocab_size=8192, n_test=3_000, steps=100_000, eval_every=1_000, batch_size=64,
                   lrs=(1e-4, 3e-4, 1e-3, 3e-3), d_model=128),
         mqar_tasks=("easy", "medium", "hard"),
         glue=dict(max_train=None, max_eval=None, epochs=3, batch_size=32),
@@ -113,10 +115,11 @@ def scale_spec(scale: str) -> ScaleSpec:
 def lm_run(s: ScaleSpec, variant: str, seed: int, corpus: str = "wikitext103", preset: str | None = None,
            budget: float = 1.0, tokens_mult: float = 1.0, tags: dict | None = None, **overrides) -> Run:
     "An LM run at scale `s`; `corpus` is the paper's corpus name, mapped to this scale's stand-in."
-    per_step = s.lm["batch_size"] * s.lm.get("grad_accum", 1) * overrides.get("seq_len", _seq_len(preset or s.preset))
+    lm = {**s.lm, **overrides}
+    per_step = lm["batch_size"] * lm.get("grad_accum", 1) * lm.get("seq_len", _seq_len(preset or s.preset))
     steps = max(1, round(s.lm_tokens * budget * tokens_mult / per_step))
     cfg = dict(preset=preset or s.preset, variant=variant, corpus=s.corpora[corpus], tokenizer=s.tokenizer,
-               seed=seed, max_steps=steps, **s.lm, **overrides)
+               seed=seed, max_steps=steps, eval_every=max(1, steps // s.evals), **lm)
     return Run("lm", cfg, tags=dict(corpus_role=corpus, **(tags or {})))
 
 def _seq_len(preset: str) -> int:
@@ -125,7 +128,7 @@ def _seq_len(preset: str) -> int:
 
 def mqar_run(s: ScaleSpec, task: str, variant: str, seed: int = 0, budget: float = 1.0) -> Run:
     cfg = dict(task=task, variant=variant, seed=seed, **s.mqar)
-    cfg["epochs"] = max(1, round(cfg["epochs"] * budget))
+    cfg["steps"] = max(1, round(cfg["steps"] * budget))
     cfg["lrs"] = list(cfg["lrs"])
     return Run("mqar", cfg, tags=dict(task=task))
 
@@ -138,32 +141,49 @@ def glue_run(s: ScaleSpec, task: str, init: Run | None, variant: str, seed: int 
                needs=(init.run_id,) if init else ())
 
 # %% ../nbs/09_repro.ipynb #24d40e14
-MAIN = ("standard", "hamiltonian", "euler", "mlp_only", "differential", "coupled_differential")
+# The main table: the primary comparisons (hamiltonian against standard and against the uncoupled mlp_only
+# control) at every seed; the other variants at the first few seeds, on the same pairs.
+PRIMARY = ("standard", "hamiltonian", "mlp_only")
+SECONDARY = ("euler", "differential", "coupled_differential", "invertible", "invertible_differential")
+MAIN = PRIMARY + SECONDARY
+ABLATION = ("standard", "hamiltonian", "euler", "mlp_only")
 
-def _main(s, b): return [lm_run(s, v, seed, budget=b) for v in MAIN for seed in s.seeds]
-def _ablation(s, b): return [lm_run(s, v, seed, budget=b) for v in ("standard", "hamiltonian", "euler", "mlp_only") for seed in s.seeds]
+def _seeds(s: ScaleSpec, variant: str) -> tuple:
+    return s.seeds if variant in PRIMARY else s.few_seeds
+
+def _main(s, b): return [lm_run(s, v, seed, budget=b) for v in MAIN for seed in _seeds(s, v)]
+def _ablation(s, b): return [lm_run(s, v, seed, budget=b) for v in ABLATION for seed in _seeds(s, v)]
 def _steps(s, b):
     "n = 1 … 7 at the first seed, and n = 1 at every seed: the seed noise the differences are read against."
     return ([lm_run(s, "hamiltonian", s.seeds[0], budget=b, tags=dict(n_steps=n, role="steps"),
                     **({"n_steps": n} if n != 1 else {})) for n in s.steps] +
             [lm_run(s, "hamiltonian", seed, budget=b, tags=dict(n_steps=1, role="seed_spread")) for seed in s.seeds])
 def _sample_efficiency(s, b):
-    return ([lm_run(s, "hamiltonian", seed, budget=b, tags=dict(budget="1x")) for seed in s.seeds] +
-            [lm_run(s, "standard", seed, budget=b, tags=dict(budget="1x")) for seed in s.seeds] +
+    "Coupled and standard at every seed, and standard trained `long_multiplier` times longer at the first seed."
+    return ([lm_run(s, v, seed, budget=b, tags=dict(budget="1x")) for v in ("hamiltonian", "standard") for seed in s.seeds] +
             [lm_run(s, "standard", s.seeds[0], budget=b, tokens_mult=s.long_multiplier, tags=dict(budget=f"{s.long_multiplier:g}x"))])
 def _scaling(s, b):
     return [lm_run(s, v, s.seeds[0], preset=p, budget=b, tags=dict(size=label), **ov)
             for label, p, ov in s.sizes for v in ("standard", "hamiltonian", "differential", "coupled_differential")]
 def _corpus(s, b):
-    return [lm_run(s, v, seed, corpus=c, budget=b) for c in PAPER_CORPORA for v in ("standard", "hamiltonian") for seed in s.seeds]
-def _mqar(s, b): return [mqar_run(s, t, v, budget=b) for t in s.mqar_tasks for v in ("standard", "hamiltonian", "euler")]
+    "Coherent against heterogeneous text at every seed; the code corpus and the invertible coupling at the first few."
+    runs = [lm_run(s, v, seed, corpus=c, budget=b) for c in ("wikitext103", "openwebtext")
+            for v in ("standard", "hamiltonian") for seed in s.seeds]
+    return runs + [lm_run(s, v, seed, corpus=c, budget=b) for c in PAPER_CORPORA
+                   for v in ("standard", "hamiltonian", "invertible") for seed in s.few_seeds
+                   if c == "pubmed" or v == "invertible"]
+def _mqar(s, b): return [mqar_run(s, t, v, seed, budget=b) for t in s.mqar_tasks for v in ("standard", "hamiltonian", "euler")
+                         for seed in s.few_seeds]
 def _glue(s, b):
     runs = []
     for v in ("standard", "hamiltonian"):
         init = lm_run(s, v, s.seeds[0], budget=b)
         runs += [init] + [glue_run(s, t, init, v) for t in s.glue_tasks]
     return runs + [glue_run(s, t, None, "standard") for t in s.glue_tasks]
-def _analysis(s, b): return [lm_run(s, v, s.seeds[0], budget=b) for v in ("standard", "hamiltonian", "euler", "mlp_only")]
+def _analysis(s, b): return [lm_run(s, v, s.seeds[0], budget=b) for v in ABLATION]
+def _claims(s, b):
+    "The claims table reads the other artifacts' runs (GLUE's only where they exist: it may be skipped)."
+    return [r for f in (_main, _ablation, _steps, _sample_efficiency, _scaling, _corpus, _mqar) for r in f(s, b)]
 
 @dataclass(frozen=True)
 class Artifact:
@@ -183,6 +203,7 @@ ARTIFACTS = {a.name: a for a in (
     Artifact("glue", "GLUE: SST-2, MNLI, QNLI", "paper/08_glue.ipynb", _glue),
     Artifact("stability", "Training stability across seeds", "paper/09_stability.ipynb", _ablation),
     Artifact("analysis", "Analysis: entropy, spectral gap, learned Δt, trajectories", "paper/10_analysis.ipynb", _analysis),
+    Artifact("claims", "Claims: every claim of the paper, with n, CI, paired p, MDE and a verdict", "paper/11_claims.ipynb", _claims),
 )}
 
 def artifact_runs(name: str, scale: str, budget: float = 1.0) -> list[Run]:
@@ -223,7 +244,7 @@ def estimate_seconds(run: Run, device_type: str = "cpu") -> float:
         return RUN_OVERHEAD_S["lm"] + c["max_steps"] * per_step / tps * max(width, 0.5) * slow * 1.15  # + evaluation
     if run.kind == "mqar":
         tps = 80_000 if device_type == "cpu" else 2_000_000
-        return RUN_OVERHEAD_S["mqar"] + len(c["lrs"]) * c["epochs"] * c["n_train"] * 64 / tps
+        return RUN_OVERHEAD_S["mqar"] + len(c["lrs"]) * c["steps"] * c["batch_size"] * 64 / tps
     n = c.get("max_train") or 50_000
     return RUN_OVERHEAD_S["glue"] + c["epochs"] * n * 64 / (20_000 if device_type == "cpu" else 1_000_000)
 

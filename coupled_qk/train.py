@@ -35,7 +35,7 @@ __all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'NON_RESULT_FIELDS', 'MODEL_OVERRIDES'
 DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-4096"}      # others (the paper presets): gpt2
 DTYPES = ("auto", "float32", "bfloat16")
 NON_RESULT_FIELDS = ("device", "compile", "log_every", "ckpt_every")
-MODEL_OVERRIDES = ("n_steps", "dt_init", "d_model", "n_layers", "n_heads", "seq_len", "positional", "dropout")
+MODEL_OVERRIDES = ("n_steps", "dt_init", "learn_dt", "d_model", "n_layers", "n_heads", "seq_len", "positional", "dropout")
 
 # Default budgets of the presets: a few minutes at smoke and cpu, the paper's token count at the paper's sizes.
 PRESET_BUDGETS = {"smoke": dict(max_steps=200), "cpu": dict(max_steps=2000)}
@@ -67,6 +67,7 @@ class TrainConfig:
     # model overrides (None = the preset's value)
     n_steps: int | None = None         # integration steps of the coupled dynamics
     dt_init: float | None = None       # initial step size Δt of the dynamics
+    learn_dt: bool | None = None       # False: Δt stays at dt_init (with dt_init 0, a coupled variant trains as its parent)
     d_model: int | None = None         # model width
     n_layers: int | None = None        # transformer blocks
     n_heads: int | None = None         # attention heads (must divide d_model)

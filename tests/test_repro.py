@@ -21,7 +21,7 @@ def test_artifact_notebook_has_parameters(nb):
 def test_every_artifact_has_a_notebook():
     from coupled_qk.repro import ARTIFACTS
 
-    assert len(ARTIFACTS) == 10
+    assert len(ARTIFACTS) == 11
     for a in ARTIFACTS.values(): assert (ROOT / "nbs" / a.notebook).is_file(), a.notebook
 
 
