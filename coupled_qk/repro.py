@@ -75,11 +75,11 @@ EMBEDDED = {"wikitext103": "pydocs", "pubmed": "pystdlib", "openwebtext": "debmi
 
 SCALE_SPECS = {
     "smoke": ScaleSpec(
-        name="smoke", preset="smoke", tokenizer="bytes", corpora=EMBEDDED, seeds=(0, 1), few_seeds=(0, 1),
+        name="smoke", preset="smoke", tokenizer="bytes", corpora=EMBEDDED, seeds=(0, 1), few_seeds=(0,),
         lm=dict(batch_size=8, lr=3e-3, warmup_steps=5, eval_batches=4), lm_tokens=8 * 64 * 30, evals=3,
         steps=(1, 2, 4), long_multiplier=3.0,
-        sizes=(("S", "smoke", dict(d_model=32)), ("M", "smoke", {}), ("L", "smoke", dict(d_model=96, n_layers=3))),
-        mqar=dict(vocab_size=64, n_test=64, steps=20, eval_every=10, batch_size=32, lrs=(1e-3, 3e-3), d_model=32),
+        sizes=(("S", "smoke", dict(d_model=32)), ("M", "smoke", {})),
+        mqar=dict(vocab_size=64, n_test=64, steps=20, eval_every=10, batch_size=16, lrs=(3e-3,), d_model=32),
         mqar_tasks=("easy",),
         glue=dict(max_train=64, max_eval=64, epochs=1, batch_size=16),
         note="every code path, seconds per run; numbers mean nothing"),
@@ -89,7 +89,10 @@ SCALE_SPECS = {
         steps=(1, 2, 3, 4, 5, 6, 7), long_multiplier=3.0,
         sizes=(("0.6M", "cpu", dict(d_model=64, n_heads=2)), ("1.3M", "cpu", {}),
                ("3.4M", "cpu", dict(d_model=192, n_heads=6, n_layers=6))),
-        mqar=dict(vocab_size=128, n_test=500, steps=600, eval_every=50, batch_size=64, lrs=(3e-3,), d_model=64),
+        # every task at 64 tokens (medium and hard then cost what easy costs per step); not yet verified to
+        # reach the acceptance accuracies on every seed: see the MQAR chapter's measurements
+        mqar=dict(vocab_size=128, seq_len=64, n_test=1000, steps=1000, eval_every=50, batch_size=64, lrs=(3e-3,),
+                  d_model=64),
         mqar_tasks=("easy", "medium", "hard"),
         glue=dict(max_train=2000, max_eval=872, epochs=2, batch_size=32),
         note="real small-scale results on a 2-core laptop"),
@@ -129,6 +132,7 @@ def _seq_len(preset: str) -> int:
 def mqar_run(s: ScaleSpec, task: str, variant: str, seed: int = 0, budget: float = 1.0) -> Run:
     cfg = dict(task=task, variant=variant, seed=seed, **s.mqar)
     cfg["steps"] = max(1, round(cfg["steps"] * budget))
+    cfg["eval_every"] = min(cfg["eval_every"], cfg["steps"])
     cfg["lrs"] = list(cfg["lrs"])
     return Run("mqar", cfg, tags=dict(task=task))
 
@@ -243,8 +247,10 @@ def estimate_seconds(run: Run, device_type: str = "cpu") -> float:
         slow = 1 + 0.08 * (c.get("n_steps", 1) - 1) if c["variant"] != "standard" else 1
         return RUN_OVERHEAD_S["lm"] + c["max_steps"] * per_step / tps * max(width, 0.5) * slow * 1.15  # + evaluation
     if run.kind == "mqar":
-        tps = 80_000 if device_type == "cpu" else 2_000_000
-        return RUN_OVERHEAD_S["mqar"] + len(c["lrs"]) * c["steps"] * c["batch_size"] * 64 / tps
+        tps = 35_000 if device_type == "cpu" else 2_000_000     # measured: 33-36k tokens/s, one thread
+        from coupled_qk.mqar import MQAR_PRESETS
+        seq = c.get("seq_len") or MQAR_PRESETS[c["task"]].seq_len
+        return RUN_OVERHEAD_S["mqar"] + len(c["lrs"]) * c["steps"] * c["batch_size"] * seq / tps
     n = c.get("max_train") or 50_000
     return RUN_OVERHEAD_S["glue"] + c["epochs"] * n * 64 / (20_000 if device_type == "cpu" else 1_000_000)
 

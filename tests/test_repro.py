@@ -25,10 +25,10 @@ def test_every_artifact_has_a_notebook():
     for a in ARTIFACTS.values(): assert (ROOT / "nbs" / a.notebook).is_file(), a.notebook
 
 
-def test_smoke_pipeline_without_shared_data_then_cached_then_redrawn(tmp_path, monkeypatch):
+def test_smoke_pipeline_without_shared_data_then_redrawn(tmp_path, monkeypatch):
     """A fresh clone's main job at smoke scale with nothing but the repository: every artifact except GLUE
-    (skipped with one line saying how to enable it), then again training nothing, then --redraw from the run
-    summaries alone, which must reproduce every table byte for byte."""
+    (skipped with one line saying how to enable it), then --redraw from the run summaries alone, which must
+    reproduce every table byte for byte (a later reproduce that finds its runs done is tested below)."""
     from coupled_qk.repro import ARTIFACTS, plan, reproduce
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -53,14 +53,11 @@ def test_smoke_pipeline_without_shared_data_then_cached_then_redrawn(tmp_path, m
     for m in runs.rglob("metrics.jsonl"):
         steps = [(r.get("lr"), r["step"]) for r in map(json.loads, m.read_text().splitlines())]
         assert len(steps) == len(set(steps)), m
-    # again: every run is found by its identity, nothing trains, the artifacts are redrawn
-    rep2 = reproduce(made, scale="smoke", jobs=2, runs_dir=runs, figures_dir=figs, log=lambda *a: None)
-    assert rep2.executed == [] and len(rep2.cached) == n
-    # --redraw with the runs folder gone: the summaries alone give the same tables
+    # --redraw with the runs folder gone: nothing trains, and the summaries alone give the same tables
     tables = {p: p.read_bytes() for p in (figs / "smoke").rglob("*.csv")}
-    rep3 = reproduce(made, scale="smoke", redraw=True, runs_dir=tmp_path / "empty-runs", figures_dir=figs,
+    rep2 = reproduce(made, scale="smoke", redraw=True, runs_dir=tmp_path / "empty-runs", figures_dir=figs,
                      log=lambda *a: None)
-    assert rep3.executed == [] and len(rep3.cached) == n
+    assert rep2.executed == [] and len(rep2.cached) == n
     assert {p: p.read_bytes() for p in (figs / "smoke").rglob("*.csv")} == tables
 
 
@@ -100,3 +97,27 @@ def test_two_concurrent_reproduces_write_each_run_once(tmp_path):
         assert len(steps) == len(set(steps)), m
     again = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "executed 0 runs" in again.stdout, again.stderr[-2000:]
+
+
+def _committed_scales():
+    figs = ROOT / "figures"
+    return sorted(d.name for d in figs.iterdir() if (d / "runs").is_dir() and any((d / "runs").glob("*.json"))) \
+        if figs.is_dir() else []
+
+
+@pytest.mark.parametrize("scale", _committed_scales() or [pytest.param(None, marks=pytest.mark.skip(
+    reason="no committed figures/<scale>/runs/ yet: the cpu scale is regenerated with its run summaries"))])
+def test_committed_tables_redraw_identically(scale, tmp_path):
+    """A clean clone redraws every committed table of `scale` from the committed run summaries alone (no runs
+    folder, no training), byte for byte."""
+    import shutil
+    from coupled_qk.repro import ARTIFACTS, reproduce, unavailable
+    figs = tmp_path / "figures"
+    shutil.copytree(ROOT / "figures" / scale, figs / scale)
+    committed = {p.relative_to(figs): p.read_bytes() for p in (figs / scale).rglob("*.csv")}
+    made = [a for a in ARTIFACTS if (ROOT / "figures" / scale / a).is_dir() and a not in unavailable([a], scale)]
+    rep = reproduce(made, scale=scale, redraw=True, runs_dir=tmp_path / "no-runs", figures_dir=figs, log=lambda *a: None)
+    assert rep.executed == []
+    redrawn = {p.relative_to(figs): p.read_bytes() for p in (figs / scale).rglob("*.csv")}
+    changed = sorted(str(k) for k in committed if redrawn.get(k) != committed[k])
+    assert not changed, f"--redraw changed {changed}"

@@ -147,20 +147,21 @@ def test_ddp_two_gloo_processes_match_one_process(tmp_path):
 
 
 def test_mqar_easy_smoke_learns_recall(tmp_path):
-    """MQAR easy (4 pairs) with a 64-token vocabulary, standard attention: far above chance (1/32) and above
-    the 0.25 of guessing one of the four values in the context, i.e. real associative recall (the run
-    reaches 0.89 here; it breaks out of the 0.3 plateau around epoch 9)."""
+    """MQAR easy (4 pairs) with a 64-token vocabulary, standard attention, fresh examples every step, PyTorch's
+    init and an untied head: real associative recall (> 0.9, far above the 0.25 of guessing one of the four
+    values in the context; measured 0.9955, 0.99 at step 250), with steps-to-accuracy in the result."""
     t = time.time()
     out = tmp_path / "mqar"
     code = "import sys; from coupled_qk.cli import main; sys.exit(main(['mqar', *sys.argv[1:]]))"
-    r = subprocess.run([PY, "-c", code, "--task", "easy", "--vocab-size", "64", "--seq-len", "16", "--n-train", "8000",
-                        "--n-test", "500", "--positional", "learned", "--epochs", "14", "--lrs", "1e-3", "--device",
-                        "cpu", "--quiet", "--out", str(out)], env=ENV, capture_output=True, text=True, timeout=300)
+    r = subprocess.run([PY, "-c", code, "--task", "easy", "--vocab-size", "64", "--seq-len", "16", "--steps", "300",
+                        "--eval-every", "50", "--n-test", "500", "--lrs", "3e-3", "--device", "cpu", "--quiet",
+                        "--out", str(out)], env=ENV, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert f"results in {out}" in r.stdout
     res = read(out, "result.json")
-    assert res["best_lr"] == 1e-3 and len(res["sweep"]) == 1 and res["chance"] == 2 / 64
-    assert res["test_acc"] > 0.5, [h["test_acc"] for h in res["sweep"][0]["history"]]
+    assert res["best_lr"] == 3e-3 and len(res["sweep"]) == 1 and res["chance"] == 2 / 64
+    assert res["test_acc"] > 0.9, [h["test_acc"] for h in res["sweep"][0]["history"]]
+    assert res["sweep"][0]["steps_to_0.9"] is not None
     print(f"MQAR smoke: accuracy {res['test_acc']:.3f} in {time.time() - t:.1f} s")
 
 
@@ -199,6 +200,6 @@ def test_experiment_notebooks_under_papermill(tmp_path):
     text = run("lm", config=dict(preset="smoke", variant="hamiltonian", max_steps=20, batch_size=8, warmup_steps=5,
                                  eval_every=10, eval_batches=2, device="cpu"), out_dir=str(lm))
     assert f"run_dir: {lm}" in text and (lm / "result.json").exists()
-    text = run("mqar", config=dict(vocab_size=64, seq_len=16, n_train=256, n_test=64, epochs=1, lrs=[1e-3, 3e-3],
+    text = run("mqar", config=dict(vocab_size=64, seq_len=16, n_test=64, steps=20, eval_every=10, lrs=[1e-3, 3e-3],
                                    device="cpu"), out_dir=str(tmp_path / "mqar"))
     assert len(read(tmp_path / "mqar", "result.json")["sweep"]) == 2
