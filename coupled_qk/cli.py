@@ -87,7 +87,7 @@ def run_command(prog: str, body, argv) -> int:
 
 # %% ../nbs/11_cli.ipynb #30ca9315
 COMMANDS = {
-    "data":      ("coupled_qk.data", "data_main", "prepare and list corpora (coupled-qk data prepare pydocs)"),
+    "data":      ("coupled_qk.corpora", "data_main", "prepare and list corpora (coupled-qk data prepare pydocs)"),
     "train":     ("coupled_qk.train", "train_main", "train one language model (coupled-qk train --preset cpu --variant hamiltonian)"),
     "mqar":      ("coupled_qk.mqar", "mqar_main", "train and evaluate on multi-query associative recall"),
     "glue":      ("coupled_qk.glue", "glue_main", "fine-tune a trained model on SST-2, MNLI or QNLI"),

@@ -7,7 +7,8 @@ Docs: https://coupled-qk.github.io/coupled_qk/glue.html.md"""
 
 # %% ../nbs/06_glue.ipynb #754ba85d
 from __future__ import annotations
-import hashlib, json, math, time
+import csv, hashlib, json, math, time
+from dataclasses import field
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch
@@ -16,8 +17,9 @@ import torch.nn.functional as F
 from . import __version__
 from .attention import VARIANTS
 from .model import GPT, PRESETS, n_params, coupling_params
-from .data import GLUE_TASKS, DataError, load_glue, get_tokenizer, doc_hash
-from .settings import resolve_device
+from .corpora import DataError, data_dir, doc_hash, file_sha256, load_hub, quiet_datasets
+from .tokens import get_tokenizer
+from .settings import load_settings, resolve_device
 from .bench import git_revision, hardware
 from .train import (TrainConfig, ConfigError, check_choice, check_corpus, check_tokenizer, config_hash,
                               default_run_dir, make_optimizer, cosine_lr, load_checkpoint, run_lock, CHOICES)
@@ -25,8 +27,99 @@ from .settings import atomic_write
 from .cli import config_parser, config_from_args
 
 # %% auto #0
-__all__ = ['POOLINGS', 'INITS', 'GlueConfig', 'glue_splits', 'subsample', 'examples_fingerprint', 'encode_pair',
-           'encode_examples', 'features', 'Classifier', 'accuracy', 'build_classifier', 'finetune', 'glue_main']
+__all__ = ['GLUE_TASKS', 'GLUE_FILE_TYPES', 'POOLINGS', 'INITS', 'GlueTask', 'GlueSplit', 'load_glue', 'GlueConfig',
+           'glue_splits', 'subsample', 'examples_fingerprint', 'encode_pair', 'encode_examples', 'features',
+           'Classifier', 'accuracy', 'build_classifier', 'finetune', 'glue_main']
+
+# %% ../nbs/06_glue.ipynb #4677c113
+@dataclass(frozen=True)
+class GlueTask:
+    "One GLUE task: its hub config, local folder, the columns of its two texts, and its label names."
+    name: str
+    folder: str
+    text_a: tuple[str, ...]
+    text_b: tuple[str, ...]
+    labels: tuple[str, ...]
+    files: dict = field(default_factory=dict)
+
+GLUE_TASKS = {
+    "sst2": GlueTask("sst2", "SST-2", ("sentence", "text"), (), ("negative", "positive"),
+                     {"train": "train", "validation": "dev"}),
+    "mnli": GlueTask("mnli", "MNLI", ("premise", "sentence1"), ("hypothesis", "sentence2"),
+                     ("entailment", "neutral", "contradiction"),
+                     {"train": "train", "validation": "dev_matched", "validation_mismatched": "dev_mismatched"}),
+    "qnli": GlueTask("qnli", "QNLI", ("question",), ("sentence",), ("entailment", "not_entailment"),
+                     {"train": "train", "validation": "dev"}),
+}
+_HUB_GLUE_SPLIT = {"validation": {"mnli": "validation_matched"}}
+
+@dataclass
+class GlueSplit:
+    "Examples (text_a, text_b or None, int label) of one task and split, with the task's label names."
+    task: str
+    split: str
+    examples: list[tuple[str, str | None, int]]
+    label_names: tuple[str, ...]
+    def __len__(self): return len(self.examples)
+    def __getitem__(self, i): return self.examples[i]
+
+GLUE_FILE_TYPES = {".tsv": "csv", ".csv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
+def _glue_rows(path: Path) -> list[dict]:
+    "The rows of a local GLUE file, read through datasets' builders (tsv/csv, JSON lines, parquet)."
+    datasets = quiet_datasets()
+    # GLUE's tsv files hold bare quotes, and sentences such as "NA" must stay text: no quoting, no NaN parsing
+    tsv = dict(delimiter="\t", quoting=csv.QUOTE_NONE) if path.suffix == ".tsv" else {}
+    kw = dict(keep_default_na=False, na_filter=False, **tsv) if GLUE_FILE_TYPES[path.suffix] == "csv" else {}
+    st = path.stat()
+    cache = data_dir() / "hf_cache" / "local" / file_sha256(str(path), st.st_size, st.st_mtime_ns)[:16]
+    try:
+        ds = datasets.load_dataset(GLUE_FILE_TYPES[path.suffix], data_files=str(path), split="train",
+                                   cache_dir=str(cache), **kw)
+    except Exception as e:
+        raise DataError(f"{path}: could not be read as {GLUE_FILE_TYPES[path.suffix]} ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:200]})") from None
+    return list(ds)
+
+def _glue_file(root: Path, task: GlueTask, split: str) -> Path:
+    """The local file of `task`'s `split` under `root`: GLUE's layout (SST-2/dev.tsv) or the hub's names
+    (sst2/validation.parquet, sst2/validation-00000-of-00001.parquet), in any of GLUE_FILE_TYPES."""
+    stems = (task.files[split], split, _HUB_GLUE_SPLIT.get(split, {}).get(task.name, split))
+    for folder in (root / task.folder, root / task.name):
+        for f in sorted(folder.glob("*")) if folder.is_dir() else []:
+            base = f.name[: -len(f.suffix)] if f.suffix else f.name
+            if f.suffix in GLUE_FILE_TYPES and any(base == s or base.startswith(f"{s}-") for s in stems): return f
+    raise DataError(f"{task.name} {split}: no {task.files[split]} file ({', '.join(GLUE_FILE_TYPES)}) under "
+                    f"{root / task.folder} or {root / task.name} (setting local_glue / COUPLED_QK_LOCAL_GLUE)")
+
+def _label(task: GlueTask, v, where) -> int:
+    if isinstance(v, int) or (isinstance(v, str) and v.strip().lstrip("-").isdigit()): return int(v)
+    if v in task.labels: return task.labels.index(v)
+    raise DataError(f"{where}: label {v!r} is not one of {', '.join(task.labels)}")
+
+def _glue_examples(task: GlueTask, rows, where) -> list[tuple[str, str | None, int]]:
+    if not rows: raise DataError(f"{where} holds no rows")
+    cols = rows[0].keys()
+    a = next((c for c in task.text_a if c in cols), None)
+    b = next((c for c in task.text_b if c in cols), None)
+    lab = next((c for c in ("label", "gold_label") if c in cols), None)
+    if a is None or lab is None or (task.text_b and b is None):
+        raise DataError(f"{where}: expected columns {task.text_a}/{task.text_b}/label, found {', '.join(cols)}")
+    return [(str(r[a]), str(r[b]) if b else None, _label(task, r[lab], where)) for r in rows]
+
+def load_glue(task: str, split: str = "validation", root: str | Path | None = None) -> GlueSplit:
+    "GLUE `task` (sst2|mnli|qnli) `split` from `root` or the local_glue setting, else from the hub (hub_glue)."
+    if task not in GLUE_TASKS: raise DataError(f"unknown GLUE task {task!r}; valid: {', '.join(GLUE_TASKS)}")
+    T = GLUE_TASKS[task]
+    if split not in T.files: raise DataError(f"{task} has no split {split!r}; valid: {', '.join(T.files)}")
+    root = Path(root) if root else load_settings().local_glue
+    if root:
+        if not root.exists(): raise DataError(f"local GLUE folder {root} does not exist (setting local_glue / COUPLED_QK_LOCAL_GLUE)")
+        f = _glue_file(root, T, split)
+        return GlueSplit(task, split, _glue_examples(T, _glue_rows(f), f), T.labels)
+    ds = load_hub(task, f'{load_settings().hub_glue.split(":")[0]}:{task}',
+                  split=_HUB_GLUE_SPLIT.get(split, {}).get(task, split))
+    return GlueSplit(task, split, _glue_examples(T, list(ds), f"{task} {split}"), T.labels)
 
 # %% ../nbs/06_glue.ipynb #f00e1a9d
 POOLINGS = ("mean", "last")

@@ -333,13 +333,14 @@ def unavailable(artifacts, scale: str) -> dict[str, str]:
 def prepare_corpora(scale: str) -> None:
     """Prepare the corpora of `scale` before any run is planned: a run's identity holds its corpus's fingerprint
     (a difference from the pinned text is said once, in reproduce's summary)."""
-    from coupled_qk.data import prepare
+    from coupled_qk.corpora import prepare
     for c in sorted(set(scale_spec(scale).corpora.values())): prepare(c, log=lambda line: None)
 
 def prepare_data(runs: list[Run]) -> None:
     """Build every tokenizer and token cache the LM runs need, once, before jobs run in parallel
     (so that two jobs never train the same tokenizer or write the same cache at once)."""
-    from coupled_qk.data import SPLITS, get_tokenizer, load_corpus, token_cache
+    from coupled_qk.corpora import SPLITS, load_corpus
+    from coupled_qk.tokens import get_tokenizer, token_cache
     pairs = {(c.corpus, c.tokenizer) for c in (r.typed() for r in runs if r.kind == "lm")}
     for corpus, tok in sorted(pairs):
         c = load_corpus(corpus); t = get_tokenizer(tok, c)
@@ -485,7 +486,7 @@ def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type
 
 def drift_lines(scale: str) -> list[str]:
     "One line per embedded corpus of `scale` whose prepared text differs from the pinned one the figures used."
-    from coupled_qk.data import corpus_dir, drift
+    from coupled_qk.corpora import corpus_dir, drift
     lines = []
     for c in sorted(set(scale_spec(scale).corpora.values())):
         meta = corpus_dir(c) / "meta.json"

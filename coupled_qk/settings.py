@@ -116,7 +116,7 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
     for f in stale: f.unlink(missing_ok=True)
     return stale
 
-def resolve_device(name: str | None = None) -> "torch.device":
+def resolve_device(name: str | None = None):
     "The torch device for `name` (default: the `device` setting); 'auto' picks cuda, then mps, then cpu."
     import torch
     name = (name or load_settings().device).strip()

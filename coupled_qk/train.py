@@ -17,8 +17,8 @@ import torch.nn as nn
 from . import __version__
 from .attention import VARIANTS, POSITIONAL
 from .model import GPT, GPTConfig, PRESETS, model_config, n_params, coupling_params
-from .data import (CORPORA, SPLITS, DataError, source_versions, load_corpus, get_tokenizer, token_cache, get_batch,
-                             eval_batches, known_fingerprint, prepare)
+from .corpora import CORPORA, SPLITS, DataError, source_versions, load_corpus, known_fingerprint, prepare
+from .tokens import get_tokenizer, token_cache, get_batch, eval_batches
 from .settings import load_settings, resolve_device, UserError, atomic_write, replacing, remove_stale_temporaries
 from .cli import config_parser, config_from_args, UsageError
 from .bench import git_revision, hardware

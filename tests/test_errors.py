@@ -153,15 +153,15 @@ def test_the_table_is_long_enough():
 def test_corrupt_token_cache_is_rebuilt_not_trusted(tmp_path, monkeypatch, capsys):
     "A token cache that no longer matches its manifest (here: truncated) is rebuilt, with one line saying so."
     import numpy as np
-    from coupled_qk.data import token_cache
+    from coupled_qk.tokens import token_cache
     monkeypatch.setenv("COUPLED_QK_DATA_DIR", str(tmp_path / "data"))
     f = tmp_path / "c.txt"
     f.write_text("\n".join(f"document {i}: some text to tokenize" for i in range(800)))
     good = np.array(token_cache(f"c={f}", "bytes", "train"))
     path = next((tmp_path / "data" / "tokens").rglob("train.bin"))
     path.write_bytes(path.read_bytes()[:2000])
-    from coupled_qk import data
-    data._file_sha256.cache_clear()
+    from coupled_qk import corpora
+    corpora.file_sha256.cache_clear()
     again = np.array(token_cache(f"c={f}", "bytes", "train"))
     assert (again == good).all()
     err = capsys.readouterr().err
