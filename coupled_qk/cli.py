@@ -92,7 +92,7 @@ COMMANDS = {
     "mqar":      ("coupled_qk.mqar", "mqar_main", "train and evaluate on multi-query associative recall"),
     "glue":      ("coupled_qk.glue", "glue_main", "fine-tune a trained model on SST-2, MNLI or QNLI"),
     "bench":     ("coupled_qk.bench", "bench_main", "training throughput, memory and MFU of every variant"),
-    "reproduce": ("coupled_qk.repro", "reproduce_main", "regenerate the paper's figures and tables"),
+    "reproduce": ("coupled_qk.runner", "reproduce_main", "regenerate the paper's figures and tables"),
 }
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ def test_artifact_notebook_has_parameters(nb):
 
 
 def test_every_artifact_has_a_notebook():
-    from coupled_qk.repro import ARTIFACTS
+    from coupled_qk.registry import ARTIFACTS
 
     assert len(ARTIFACTS) == 11
     for a in ARTIFACTS.values(): assert (ROOT / "nbs" / a.notebook).is_file(), a.notebook
@@ -29,7 +29,8 @@ def test_smoke_pipeline_without_shared_data_then_redrawn(tmp_path, monkeypatch):
     """A fresh clone's main job at smoke scale with nothing but the repository: every artifact except GLUE
     (skipped with one line saying how to enable it), then --redraw from the run summaries alone, which must
     reproduce every table byte for byte (a later reproduce that finds its runs done is tested below)."""
-    from coupled_qk.repro import ARTIFACTS, plan, reproduce
+    from coupled_qk.registry import ARTIFACTS, plan
+    from coupled_qk.runner import reproduce
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("COUPLED_QK_SHARED_DATA_DIR", str(tmp_path / "no-shared-data"))
@@ -63,7 +64,7 @@ def test_smoke_pipeline_without_shared_data_then_redrawn(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not (SHARED / "data" / "glue").exists(), reason="needs the shared GLUE samples (../shared/data)")
 def test_glue_artifact_with_shared_samples(tmp_path, monkeypatch):
-    from coupled_qk.repro import reproduce
+    from coupled_qk.runner import reproduce
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     rep = reproduce(["glue"], scale="smoke", jobs=2, runs_dir=tmp_path / "runs", figures_dir=tmp_path / "figures",
@@ -111,7 +112,8 @@ def test_committed_tables_redraw_identically(scale, tmp_path):
     """A clean clone redraws every committed table of `scale` from the committed run summaries alone (no runs
     folder, no training), byte for byte."""
     import shutil
-    from coupled_qk.repro import ARTIFACTS, reproduce, unavailable
+    from coupled_qk.registry import ARTIFACTS
+    from coupled_qk.runner import reproduce, unavailable
     figs = tmp_path / "figures"
     shutil.copytree(ROOT / "figures" / scale, figs / scale)
     committed = {p.relative_to(figs): p.read_bytes() for p in (figs / scale).rglob("*.csv")}
