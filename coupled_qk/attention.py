@@ -56,7 +56,8 @@ class AttentionConfig:
                                    ("positional encoding", self.positional, POSITIONAL)):
             if value not in valid:
                 raise ValueError(f"unknown {kind} {value!r}; valid: {', '.join(valid)}")
-        if self.n_steps < 1: raise ValueError(f"n_steps={self.n_steps}; it must be at least 1")
+        if self.n_steps < 1:
+            raise ValueError(f"n_steps={self.n_steps}; it must be at least 1")
         if self.coupling_hidden < 1:
             raise ValueError(f"coupling_hidden={self.coupling_hidden}; it must be at least 1")
         if self.scale_bound <= 0:
@@ -65,7 +66,8 @@ class AttentionConfig:
     @property
     def method(self) -> str | None:
         "The integrator this variant runs, or None for variants without dynamics."
-        if self.variant == "coupled_differential": return self.integrator
+        if self.variant == "coupled_differential":
+            return self.integrator
         return self.variant if self.variant in COUPLED else None
 
     @property
@@ -78,7 +80,8 @@ class Rotary(nn.Module):
     "Rotary position encoding on (B, H, T, d), rotate-half pairing."
     def __init__(self, head_dim: int, base: float = 10_000.0):
         super().__init__()
-        if head_dim % 2: raise ValueError(f"rotary encoding needs an even head dim, got {head_dim}")
+        if head_dim % 2:
+            raise ValueError(f"rotary encoding needs an even head dim, got {head_dim}")
         self.register_buffer("inv_freq", base ** -(torch.arange(0, head_dim, 2).float() / head_dim), persistent=False)
         self._cache: dict = {}
 
@@ -99,7 +102,8 @@ class Rotary(nn.Module):
 # %% ../nbs/01_attention.ipynb #aa748ab5
 def attend(q: Tensor, k: Tensor, v: Tensor, naive: bool = False) -> Tensor:
     "Causal softmax attention of (B, H, T, d) tensors; `naive` is the explicit-softmax test oracle."
-    if naive: return naive_attend(q, k, v)
+    if naive:
+        return naive_attend(q, k, v)
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 def attention_map(q: Tensor, k: Tensor) -> Tensor:
@@ -116,7 +120,8 @@ def naive_attend(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
 # %% ../nbs/01_attention.ipynb #6095900d
 def dynamics_of(cfg: AttentionConfig, n_heads: int, head_dim: int) -> CoupledDynamics | None:
     "The q/k dynamics of a coupled variant (None for the others), with Δt learnable unless cfg.learn_dt is False."
-    if not cfg.method: return None
+    if not cfg.method:
+        return None
     dyn = CoupledDynamics(cfg.method, n_heads, head_dim, cfg.n_steps, cfg.dt_init, cfg.hidden, cfg.force,
                           cfg.shared_force, cfg.recompute)
     dyn.dt.requires_grad_(cfg.learn_dt)
@@ -140,10 +145,12 @@ class CausalSelfAttention(nn.Module):
         "q, k (after the dynamics or coupling, and rotary) and v, each (B, H, T, d_h)."
         B, T, _ = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        if self.dynamics is not None: q, k = self.dynamics(q, k)
+        if self.dynamics is not None:
+            q, k = self.dynamics(q, k)
         if self.coupling is not None:
             q, k = self.coupling(q, k)
-        if self.rope is not None: q, k = self.rope(q), self.rope(k)
+        if self.rope is not None:
+            q, k = self.rope(q), self.rope(k)
         return q, k, v
 
     def forward(self, x: Tensor, naive: bool = False) -> Tensor:
@@ -189,10 +196,12 @@ class DifferentialAttention(nn.Module):
         q = q.view(B, T, 2 * h, d).transpose(1, 2)                 # (B, 2h, T, d)
         k = k.view(B, T, 2 * h, d).transpose(1, 2)
         v = v.view(B, T, h, 2 * d).transpose(1, 2)                 # (B, h, T, 2d)
-        if self.dynamics is not None: q, k = self.dynamics(q, k)
+        if self.dynamics is not None:
+            q, k = self.dynamics(q, k)
         if self.coupling is not None:
             q, k = self.coupling(q, k)
-        if self.rope is not None: q, k = self.rope(q), self.rope(k)
+        if self.rope is not None:
+            q, k = self.rope(q), self.rope(k)
         lam = self.lam().to(q.dtype)
         if naive:
             y = (attention_map(q[:, 0::2], k[:, 0::2]) - lam * attention_map(q[:, 1::2], k[:, 1::2])) @ v

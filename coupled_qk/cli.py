@@ -26,19 +26,24 @@ class Parser(argparse.ArgumentParser):
 def field_docs(cls) -> dict[str, str]:
     "The trailing `# comment` of each field line in a dataclass's source: the field's documentation."
     docs = {}
-    try: src = inspect.getsource(cls)
-    except (OSError, TypeError): return docs
+    try:
+        src = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return docs
     for tok in tokenize.generate_tokens(io.StringIO(src).readline):
         if tok.type == tokenize.COMMENT:
             name = tok.line.strip().split(":")[0].strip()
-            if name.isidentifier(): docs[name] = tok.string.lstrip("# ").strip()
+            if name.isidentifier():
+                docs[name] = tok.string.lstrip("# ").strip()
     return docs
 
 def _field_type(ann: str):
     ann = str(ann)
-    if ann.startswith("tuple"): return float, "+"
+    if ann.startswith("tuple"):
+        return float, "+"
     for name, t in (("bool", bool), ("int", int), ("float", float), ("str", str)):
-        if ann.split(" ")[0] == name: return t, None
+        if ann.split(" ")[0] == name:
+            return t, None
     return str, None
 
 def config_parser(cls, prog: str, description: str, choices: dict | None = None) -> Parser:

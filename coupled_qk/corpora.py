@@ -46,7 +46,8 @@ def hash_split(docs) -> dict[str, list[str]]:
     "Assign every non-empty document to its split by its own hash (order within a split is kept)."
     out = {s: [] for s in SPLITS}
     for d in docs:
-        if d.strip(): out[split_of(d)].append(d)
+        if d.strip():
+            out[split_of(d)].append(d)
     return out
 
 def fingerprint(splits: dict[str, list[str]]) -> str:
@@ -54,16 +55,20 @@ def fingerprint(splits: dict[str, list[str]]) -> str:
     h = hashlib.sha256()
     for s in SPLITS:
         h.update(s.encode() + b"\0")
-        for d in splits.get(s, []): h.update(d.encode("utf-8") + b"\0")
+        for d in splits.get(s, []):
+            h.update(d.encode("utf-8") + b"\0")
     return h.hexdigest()
 
 def cap_docs(docs: list[str], max_chars: int | None) -> list[str]:
     "A deterministic sample of at most `max_chars` characters: documents taken in hash order, original order kept."
-    if max_chars is None or sum(map(len, docs)) <= max_chars: return list(docs)
+    if max_chars is None or sum(map(len, docs)) <= max_chars:
+        return list(docs)
     keep, total = set(), 0
     for i in sorted(range(len(docs)), key=lambda i: (doc_hash(docs[i]), i)):
-        if total + len(docs[i]) > max_chars: continue  # skip a big one, smaller ones may still fit
-        keep.add(i); total += len(docs[i])
+        if total + len(docs[i]) > max_chars:
+            continue  # skip a big one, smaller ones may still fit
+        keep.add(i)
+        total += len(docs[i])
     return [d for i, d in enumerate(docs) if i in keep]
 
 # %% ../nbs/03a_corpora.ipynb #a3f596b5
@@ -71,7 +76,8 @@ _WIKI_TITLE = re.compile(r"^ = [^=].* = $")
 
 def _is_title(prev: str, line: str, nxt: str) -> bool:
     "A top-level heading, not a formula fragment like ` = 1 henry and capacitance C = ` that merely looks like one."
-    if not _WIKI_TITLE.match(line): return False
+    if not _WIKI_TITLE.match(line):
+        return False
     # fragments continue a sentence: the line before ends in a word and the line after goes on in lower case or digits
     p, n = prev.rstrip(), nxt.lstrip()
     return not (p and p[-1].isalnum() and n[:1] and (n[0].isdigit() or n[0].islower()))
@@ -83,19 +89,24 @@ def wikitext_articles(lines) -> list[str]:
     arts, cur = [], []
     for i, line in enumerate(lines):
         prev, nxt = lines[i - 1] if i else "", lines[i + 1] if i + 1 < len(lines) else ""
-        if cur and _is_title(prev, line, nxt): arts.append("\n".join(cur)); cur = []
+        if cur and _is_title(prev, line, nxt):
+            arts.append("\n".join(cur))
+            cur = []
         cur.append(line)
-    if cur: arts.append("\n".join(cur))
+    if cur:
+        arts.append("\n".join(cur))
     return arts
 
 def pubmed_json_abstracts(path: str | Path) -> list[str]:
     "Abstracts from a PubMedQA-style JSON object keyed by PMID: CONTEXTS sections, then LONG_ANSWER."
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(data, dict): raise DataError(f"{path}: expected a JSON object keyed by PMID")
+    if not isinstance(data, dict):
+        raise DataError(f"{path}: expected a JSON object keyed by PMID")
     out = []
     for pmid, rec in data.items():
         parts = list(rec.get("CONTEXTS", [])) + ([rec["LONG_ANSWER"]] if rec.get("LONG_ANSWER") else [])
-        if parts: out.append("\n".join(p.strip() for p in parts))
+        if parts:
+            out.append("\n".join(p.strip() for p in parts))
     return out
 
 def blank_line_documents(text: str) -> list[str]:
@@ -114,7 +125,8 @@ def file_sha256(path: str, size: int, mtime_ns: int) -> str:
     "sha256 of a file's bytes (cached while its size and modification time stay the same)."
     h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""): h.update(block)
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
     return h.hexdigest()
 
 def quiet_datasets():
@@ -139,23 +151,28 @@ def _split_name(path: Path) -> str | None:
     "The official split a file name announces (train / valid|dev / test), if any."
     n = path.name.lower()
     for key, split in (("train", "train"), ("valid", "validation"), ("dev", "validation"), ("test", "test")):
-        if re.search(rf"(^|[._\-]){key}", n): return split
+        if re.search(rf"(^|[._\-]){key}", n):
+            return split
     return None
 
 def _local_files(path: Path) -> list[Path]:
     if not path.exists():
         raise DataError(f"local corpus path {path} does not exist")
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _EXT_BUILDER)
-    if not files: raise DataError(f"{path} holds no .txt/.raw/.json/.jsonl/.parquet file")
+    if not files:
+        raise DataError(f"{path} holds no .txt/.raw/.json/.jsonl/.parquet file")
     for f in files:
         if f.suffix not in _EXT_BUILDER:
             raise DataError(f"{f}: unsupported file type {f.suffix!r}; use .txt, .raw, .json, .jsonl or .parquet")
-        if f.stat().st_size == 0: raise DataError(f"{f} is empty")
+        if f.stat().st_size == 0:
+            raise DataError(f"{f} is empty")
     return files
 
 def _is_pubmedqa_json(f: Path) -> bool:
-    if f.suffix != ".json": return False
-    with open(f, encoding="utf-8", errors="replace") as fh: head = fh.read(4096)
+    if f.suffix != ".json":
+        return False
+    with open(f, encoding="utf-8", errors="replace") as fh:
+        head = fh.read(4096)
     return head.lstrip().startswith("{") and '"CONTEXTS"' in head
 
 def _has_blank_line(f: Path) -> bool:
@@ -166,7 +183,8 @@ def _has_blank_line(f: Path) -> bool:
 def _read_file_docs(f: Path, style: str) -> list[str]:
     "Documents of one local file, read through datasets' local builders (or the PubMedQA parser)."
     datasets = quiet_datasets()
-    if _is_pubmedqa_json(f): return pubmed_json_abstracts(f)
+    if _is_pubmedqa_json(f):
+        return pubmed_json_abstracts(f)
     builder = _EXT_BUILDER[f.suffix]
     kw = {}
     if builder == "text":
@@ -185,7 +203,8 @@ def _read_file_docs(f: Path, style: str) -> list[str]:
     if col is None:
         raise DataError(f"{f}: no text column; expected one of {', '.join(TEXT_COLUMNS)}, found {', '.join(ds.column_names)}")
     rows = ds[col]
-    if style == "wikitext": return wikitext_articles(rows)
+    if style == "wikitext":
+        return wikitext_articles(rows)
     return [r.strip("\n") for r in rows if r and r.strip()]
 
 def read_local_corpus(path: str | Path, style: str = "line") -> dict[str, list[str]]:
@@ -194,10 +213,12 @@ def read_local_corpus(path: str | Path, style: str = "line") -> dict[str, list[s
     named = {f: _split_name(f) for f in files}
     if len(files) > 1 and all(named.values()) and "train" in named.values():
         out = {s: [] for s in SPLITS}
-        for f in files: out[named[f]] += _read_file_docs(f, style)
+        for f in files:
+            out[named[f]] += _read_file_docs(f, style)
     else:   # one file, unnamed files, or named files without a train file: pooled and split by document hash
         out = hash_split(d for f in files for d in _read_file_docs(f, style))
-    if not any(out.values()): raise DataError(f"{path} holds no text")
+    if not any(out.values()):
+        raise DataError(f"{path} holds no text")
     return out
 
 def check_splits(splits: dict[str, list[str]], where) -> None:
@@ -220,7 +241,8 @@ def deb_version(deb: Path) -> str:
 def _downloaded(package: str, dest: Path, version: str | None) -> Path | None:
     "A .deb of `package` already in `dest`: of exactly `version` when one is asked for, else the newest."
     have = sorted(dest.glob(f"{package}_*.deb"))
-    if version is None: return have[-1] if have else None
+    if version is None:
+        return have[-1] if have else None
     return next((d for d in have if deb_version(d) == version), None)
 
 def _apt_download(spec: str, dest: Path) -> subprocess.CompletedProcess:
@@ -234,9 +256,11 @@ def _apt_download(spec: str, dest: Path) -> subprocess.CompletedProcess:
 def fetch_deb(package: str, version: str | None = None, dest: Path | None = None) -> Path:
     """The .deb of `package` in `dest` (default data/debs), downloaded with `apt-get download` unless already
     there: exactly `version` when apt still has it, else apt's candidate (the caller compares versions)."""
-    dest = Path(dest or data_dir() / "debs"); dest.mkdir(parents=True, exist_ok=True)
+    dest = Path(dest or data_dir() / "debs")
+    dest.mkdir(parents=True, exist_ok=True)
     have = _downloaded(package, dest, version)
-    if have: return have
+    if have:
+        return have
     if not shutil.which("apt-get"):
         raise DataError(f"Debian package {package} is needed but apt-get is not available; "
                         "pick the embedded corpus pystdlib (no download) or name a local corpus in settings.ini")
@@ -251,7 +275,8 @@ def fetch_deb(package: str, version: str | None = None, dest: Path | None = None
 
 def unpack_deb(deb: Path, dest: Path) -> Path:
     "Unpack a .deb's files into `dest` (no maintainer scripts run, nothing is installed)."
-    if not shutil.which("dpkg-deb"): raise DataError("dpkg-deb is not available; pick the embedded corpus pystdlib")
+    if not shutil.which("dpkg-deb"):
+        raise DataError("dpkg-deb is not available; pick the embedded corpus pystdlib")
     dest.mkdir(parents=True, exist_ok=True)
     _run(["dpkg-deb", "-x", str(deb), str(dest)], check=True)
     return dest
@@ -290,8 +315,10 @@ PINS = {
 
 def source_versions(meta: dict) -> dict:
     "What a prepared corpus's text came from: Debian package versions, the Python version, a hub id or local files."
-    if meta.get("debian_packages"): return dict(meta["debian_packages"])
-    if meta.get("python"): return {"python": meta["python"]}
+    if meta.get("debian_packages"):
+        return dict(meta["debian_packages"])
+    if meta.get("python"):
+        return {"python": meta["python"]}
     return {"sources": meta.get("sources")}
 
 def prepared_versions(meta: dict) -> str:
@@ -302,7 +329,8 @@ def prepared_versions(meta: dict) -> str:
 def drift(meta: dict) -> str | None:
     "One line when a prepared embedded corpus differs from the text the committed figures used; else None."
     pin = PINS.get(meta["name"]) if meta.get("kind") == "embedded" else None
-    if pin is None or meta["fingerprint"] == pin.fingerprint: return None
+    if pin is None or meta["fingerprint"] == pin.fingerprint:
+        return None
     return (f"{meta['name']}: prepared from {prepared_versions(meta)} (fingerprint {meta['fingerprint'][:12]}), "
             f"but the committed figures used {pin.versions()} (fingerprint {pin.fingerprint[:12]}); "
             "numbers will differ from the committed ones by about the seed noise")
@@ -313,9 +341,11 @@ def _python_doc_package() -> str:
     "python3.X-doc for this interpreter where apt has it, else what python3-doc depends on."
     want = f"python3.{sys.version_info.minor}-doc"
     if shutil.which("apt-cache"):
-        if "Candidate: (none)" not in (p := _run(["apt-cache", "policy", want]).stdout) and p.strip(): return want
+        if "Candidate: (none)" not in (p := _run(["apt-cache", "policy", want]).stdout) and p.strip():
+            return want
         m = re.search(r"Depends: (python3\.\d+-doc)", _run(["apt-cache", "depends", "python3-doc"]).stdout)
-        if m: return m.group(1)
+        if m:
+            return m.group(1)
     return want
 
 _RST_UNDERLINE = re.compile(r"^([=\-~^\"*+#])\1{2,}\s*$")
@@ -326,15 +356,18 @@ def chunk_lines(text: str, starts_here, min_chars: int = 4000) -> list[str]:
     lines, out, cur = text.split("\n"), [], []
     for i, line in enumerate(lines):
         if cur and starts_here(lines, i) and sum(len(l) + 1 for l in cur) >= min_chars:
-            out.append("\n".join(cur)); cur = []
+            out.append("\n".join(cur))
+            cur = []
         cur.append(line)
-    if cur: out.append("\n".join(cur))
+    if cur:
+        out.append("\n".join(cur))
     return [c for c in out if c.strip()]
 
 def rst_section_start(lines, i) -> bool:
     "A reST section title starts at line i (title + underline, or overline + title + underline)."
     nxt = lambda k: lines[k] if k < len(lines) else ""
-    if _RST_UNDERLINE.match(lines[i]) and nxt(i + 1).strip() and _RST_UNDERLINE.match(nxt(i + 2)): return True
+    if _RST_UNDERLINE.match(lines[i]) and nxt(i + 1).strip() and _RST_UNDERLINE.match(nxt(i + 2)):
+        return True
     return bool(lines[i].strip()) and not _RST_UNDERLINE.match(lines[i]) and bool(_RST_UNDERLINE.match(nxt(i + 1))) \
         and not (i > 0 and _RST_UNDERLINE.match(lines[i - 1]))
 
@@ -348,7 +381,8 @@ def build_pydocs(work: Path) -> tuple[list[str], dict]:
     deb = fetch_deb(pkg, pinned.get(pkg))
     root = unpack_deb(deb, work / pkg)
     files = sorted(root.glob("usr/share/doc/python3*/html/_sources/**/*.txt"))
-    if not files: raise DataError(f"{deb.name} holds no _sources/*.txt files")
+    if not files:
+        raise DataError(f"{deb.name} holds no _sources/*.txt files")
     docs = [c for f in files for c in chunk_lines(f.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n"),
                                                   rst_section_start)]
     docs = cap_docs(docs, CAPS.pydocs)
@@ -372,7 +406,8 @@ _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 def _b64num(s: str) -> int:
     "dictd's index numbers: base 64, most significant digit first."
     n = 0
-    for c in s: n = n * 64 + _B64.index(c)
+    for c in s:
+        n = n * 64 + _B64.index(c)
     return n
 
 def dictd_entries(index: Path, dz: Path) -> list[str]:
@@ -381,7 +416,8 @@ def dictd_entries(index: Path, dz: Path) -> list[str]:
     spans = set()
     for line in index.read_text(encoding="utf-8", errors="replace").splitlines():
         parts = line.split("\t")
-        if len(parts) < 3 or parts[0].startswith("00database") or parts[0].startswith("00-database"): continue
+        if len(parts) < 3 or parts[0].startswith("00database") or parts[0].startswith("00-database"):
+            continue
         spans.add((_b64num(parts[1]), _b64num(parts[2])))   # several headwords can share one entry
     return [raw[o:o + n].decode("utf-8", errors="replace").strip("\n") for o, n in sorted(spans)]
 
@@ -389,7 +425,8 @@ def fortune_cookies(folder: Path) -> list[str]:
     "Every cookie of the fortune files in `folder` (cookies end at a line holding only %)."
     out = []
     for f in sorted(folder.iterdir()):
-        if f.suffix in (".dat", ".u8") or f.is_symlink() or not f.is_file(): continue
+        if f.suffix in (".dat", ".u8") or f.is_symlink() or not f.is_file():
+            continue
         text = f.read_text(encoding="utf-8", errors="replace")
         out += [c.strip("\n") for c in re.split(r"^%$", text, flags=re.M) if c.strip()]
     return out
@@ -402,13 +439,15 @@ def kjv_chapters(bible_bin: Path, data_folder: Path) -> list[str]:
     chapters: dict[str, list[str]] = {}
     for line in r.stdout.splitlines():
         m = re.match(r"^(\S+?\d+):(\d+) (.*)$", line)
-        if m: chapters.setdefault(m.group(1), []).append(f"{m.group(2)} {m.group(3)}")
+        if m:
+            chapters.setdefault(m.group(1), []).append(f"{m.group(2)} {m.group(3)}")
     return [f"{ref}\n" + "\n".join(vs) for ref, vs in chapters.items()]
 
 def build_debmix(work: Path) -> tuple[list[str], dict]:
     debs = {p: fetch_deb(p, PINS["debmix"].packages.get(p)) for p in DEBMIX_PACKAGES}
     root = work / "debmix"
-    for deb in debs.values(): unpack_deb(deb, root)
+    for deb in debs.values():
+        unpack_deb(deb, root)
     dictd = root / "usr/share/dictd"
     parts = {
         "bible-kjv": kjv_chapters(next((root / "usr/bin").glob("bible")), root / "usr/lib"),
@@ -435,7 +474,8 @@ def _offline_env() -> bool:
 
 def hub_reachable(timeout: float = 3.0) -> bool:
     "Whether the Hugging Face hub's host accepts a TCP connection (False at once when offline mode is set)."
-    if _offline_env(): return False
+    if _offline_env():
+        return False
     u = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     try:
         socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=timeout).close()
@@ -465,7 +505,8 @@ def load_hub(name: str, hub_id: str, **kw):
 
 def _text_col(cols) -> str:
     col = next((c for c in TEXT_COLUMNS if c in cols), None)
-    if col is None: raise DataError(f"no text column among {', '.join(cols)}; expected one of {', '.join(TEXT_COLUMNS)}")
+    if col is None:
+        raise DataError(f"no text column among {', '.join(cols)}; expected one of {', '.join(TEXT_COLUMNS)}")
     return col
 
 def build_hub(name: str) -> tuple[dict[str, list[str]], dict]:
@@ -478,8 +519,10 @@ def build_hub(name: str) -> tuple[dict[str, list[str]], dict]:
         docs, total = [], 0
         for row in stream:                      # the dataset's own order: deterministic and cheap to stop early
             t = row[_text_col(row.keys())]
-            docs.append(t); total += len(t)
-            if total >= budget / 0.96: break   # hashing keeps ~96 % in train
+            docs.append(t)
+            total += len(t)
+            if total >= budget / 0.96:
+                break   # hashing keeps ~96 % in train
         return hash_split(docs), {"sources": [hub_id], "train_char_budget": budget}
     dd = load_hub(name, hub_id)
     col = _text_col(next(iter(dd.values())).column_names)
@@ -518,13 +561,15 @@ def _resolve(name: str) -> tuple[str, str, Path | None]:
     if "=" in name:
         n, p = name.split("=", 1)
         return n, "local", Path(p).expanduser().resolve()
-    if name in EMBEDDED: return name, "embedded", None
+    if name in EMBEDDED:
+        return name, "embedded", None
     if name in HUB_CORPORA:
         local = getattr(load_settings(), HUB_CORPORA[name][1])
         return (name, "local", local) if local else (name, "hub", None)
     if "/" in name or Path(name).exists():
         p = Path(name).expanduser().resolve()
-        if not p.exists(): raise DataError(f"local corpus path {p} does not exist")
+        if not p.exists():
+            raise DataError(f"local corpus path {p} does not exist")
         return re.sub(r"[^A-Za-z0-9_\-]+", "_", p.stem.split(".")[0]), "local", p
     raise DataError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, NAME=PATH, or a path to a "
                     ".txt/.jsonl/.parquet file or folder")
@@ -533,7 +578,8 @@ def source_of(name: str) -> dict:
     """What corpus `name` is built from, by content: a local copy's files and their sha256, a hub id, or an
     embedded corpus's pinned sources (and, for pystdlib, this interpreter)."""
     name, kind, path = _resolve(name)
-    if kind == "hub": return dict(name=name, hub=getattr(load_settings(), HUB_CORPORA[name][0]))
+    if kind == "hub":
+        return dict(name=name, hub=getattr(load_settings(), HUB_CORPORA[name][0]))
     if kind == "embedded":
         python = sys.version.split()[0] if name == "pystdlib" else None
         return dict(name=name, embedded=PINS[name].packages, python=python)
@@ -559,10 +605,13 @@ def known_fingerprint(name: str) -> str:
     (a placeholder: prepare it before training); a local copy is prepared now."""
     src = source_of(name)
     meta = corpus_dir(name, src) / "meta.json"
-    if meta.is_file(): return json.loads(meta.read_text())["fingerprint"]
+    if meta.is_file():
+        return json.loads(meta.read_text())["fingerprint"]
     n, kind, _ = _resolve(name)
-    if kind == "embedded": return PINS[n].fingerprint
-    if kind == "hub": return f"unprepared:{source_key(src)[:12]}"
+    if kind == "embedded":
+        return PINS[n].fingerprint
+    if kind == "hub":
+        return f"unprepared:{source_key(src)[:12]}"
     return prepare(name)["fingerprint"]
 
 def prepare(name: str, force: bool = False, log=None) -> dict:
@@ -584,7 +633,8 @@ def _build(name: str, src: dict, out: Path, log) -> dict:
     t0 = datetime.datetime.now()
     with tempfile.TemporaryDirectory(dir=data_dir()) as work:
         if kind == "embedded":
-            docs, info = EMBEDDED[name](Path(work)); splits = hash_split(docs)
+            docs, info = EMBEDDED[name](Path(work))
+            splits = hash_split(docs)
         elif kind == "hub":
             splits, info = build_hub(name)
         else:
@@ -594,13 +644,15 @@ def _build(name: str, src: dict, out: Path, log) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     for s in SPLITS:
         with open(out / f"{s}.jsonl", "w", encoding="utf-8") as fh:
-            for d in splits[s]: fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+            for d in splits[s]:
+                fh.write(json.dumps(d, ensure_ascii=False) + "\n")
     meta = {"name": name, "kind": kind, "fingerprint": fingerprint(splits), "source": src,
             "splits": {s: {"docs": len(splits[s]), "chars": sum(map(len, splits[s]))} for s in SPLITS},
             "prepared": t0.isoformat(timespec="seconds"),
             "seconds": round((datetime.datetime.now() - t0).total_seconds(), 1), **info}
     meta["drift"] = drift(meta)
-    if meta["drift"]: (log or warn)(meta["drift"])
+    if meta["drift"]:
+        (log or warn)(meta["drift"])
     atomic_write(out / "meta.json", json.dumps(meta, indent=1))      # written last: a finished build
     _write_manifest(name, meta)
     return meta
@@ -618,7 +670,8 @@ class Corpus:
     fingerprint: str
     meta: dict = field(default_factory=dict, repr=False)
     def __getitem__(self, split: str) -> list[str]:
-        if split not in SPLITS: raise DataError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+        if split not in SPLITS:
+            raise DataError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
         return self.splits[split]
     def __repr__(self):
         return f"Corpus({self.name!r}, fingerprint={self.fingerprint[:12]}, " + \
@@ -658,7 +711,8 @@ def data_main(argv: list[str] | None = None) -> int:
             t = datetime.datetime.now()
             m = prepare(n, force=a.force)
             for tk in a.tokenizer:
-                for s in SPLITS: token_cache(m["name"], tk, s)
+                for s in SPLITS:
+                    token_cache(m["name"], tk, s)
             print(f"{m['name']}: {sum(v['chars'] for v in m['splits'].values()) / 1e6:.1f}M chars, "
                   f"fingerprint {m['fingerprint'][:12]} ({(datetime.datetime.now() - t).total_seconds():.1f} s)")
         return 0

@@ -88,17 +88,21 @@ def _glue_file(root: Path, task: GlueTask, split: str) -> Path:
     for folder in (root / task.folder, root / task.name):
         for f in sorted(folder.glob("*")) if folder.is_dir() else []:
             base = f.name[: -len(f.suffix)] if f.suffix else f.name
-            if f.suffix in GLUE_FILE_TYPES and any(base == s or base.startswith(f"{s}-") for s in stems): return f
+            if f.suffix in GLUE_FILE_TYPES and any(base == s or base.startswith(f"{s}-") for s in stems):
+                return f
     raise DataError(f"{task.name} {split}: no {task.files[split]} file ({', '.join(GLUE_FILE_TYPES)}) under "
                     f"{root / task.folder} or {root / task.name} (setting local_glue / COUPLED_QK_LOCAL_GLUE)")
 
 def _label(task: GlueTask, v, where) -> int:
-    if isinstance(v, int) or (isinstance(v, str) and v.strip().lstrip("-").isdigit()): return int(v)
-    if v in task.labels: return task.labels.index(v)
+    if isinstance(v, int) or (isinstance(v, str) and v.strip().lstrip("-").isdigit()):
+        return int(v)
+    if v in task.labels:
+        return task.labels.index(v)
     raise DataError(f"{where}: label {v!r} is not one of {', '.join(task.labels)}")
 
 def _glue_examples(task: GlueTask, rows, where) -> list[tuple[str, str | None, int]]:
-    if not rows: raise DataError(f"{where} holds no rows")
+    if not rows:
+        raise DataError(f"{where} holds no rows")
     cols = rows[0].keys()
     a = next((c for c in task.text_a if c in cols), None)
     b = next((c for c in task.text_b if c in cols), None)
@@ -109,12 +113,15 @@ def _glue_examples(task: GlueTask, rows, where) -> list[tuple[str, str | None, i
 
 def load_glue(task: str, split: str = "validation", root: str | Path | None = None) -> GlueSplit:
     "GLUE `task` (sst2|mnli|qnli) `split` from `root` or the local_glue setting, else from the hub (hub_glue)."
-    if task not in GLUE_TASKS: raise DataError(f"unknown GLUE task {task!r}; valid: {', '.join(GLUE_TASKS)}")
+    if task not in GLUE_TASKS:
+        raise DataError(f"unknown GLUE task {task!r}; valid: {', '.join(GLUE_TASKS)}")
     T = GLUE_TASKS[task]
-    if split not in T.files: raise DataError(f"{task} has no split {split!r}; valid: {', '.join(T.files)}")
+    if split not in T.files:
+        raise DataError(f"{task} has no split {split!r}; valid: {', '.join(T.files)}")
     root = Path(root) if root else load_settings().local_glue
     if root:
-        if not root.exists(): raise DataError(f"local GLUE folder {root} does not exist (setting local_glue / COUPLED_QK_LOCAL_GLUE)")
+        if not root.exists():
+            raise DataError(f"local GLUE folder {root} does not exist (setting local_glue / COUPLED_QK_LOCAL_GLUE)")
         f = _glue_file(root, T, split)
         return GlueSplit(task, split, _glue_examples(T, _glue_rows(f), f), T.labels)
     ds = load_hub(task, f'{load_settings().hub_glue.split(":")[0]}:{task}',
@@ -159,13 +166,16 @@ class GlueConfig:
             check_choice("model preset", self.preset, tuple(PRESETS))
             check_choice("variant", self.variant, VARIANTS)
             check_corpus(self.corpus)
-            if self.tokenizer is not None: check_tokenizer(self.tokenizer)
+            if self.tokenizer is not None:
+                check_tokenizer(self.tokenizer)
         elif not (Path(self.run) / "config.json").is_file():
             raise ConfigError(f"run={self.run} is not a training run directory (no config.json)")
         for k in ("epochs", "batch_size", "max_train", "max_eval", "max_len"):
             v = getattr(self, k)
-            if v is not None and v < 1: raise ConfigError(f"{k}={v}; it must be at least 1")
-        if not self.lr > 0: raise ConfigError(f"lr={self.lr}; it must be > 0")
+            if v is not None and v < 1:
+                raise ConfigError(f"{k}={v}; it must be at least 1")
+        if not self.lr > 0:
+            raise ConfigError(f"lr={self.lr}; it must be > 0")
 
     def lm_config(self) -> TrainConfig:
         "The language-model config the classifier is built from."
@@ -192,24 +202,29 @@ def glue_splits(task: str, root=None) -> tuple[list, list, str]:
 
 def subsample(examples: list, n: int | None) -> list:
     "The first `n` examples in sha256 order (all if n is None), original order kept."
-    if n is None or n >= len(examples): return list(examples)
+    if n is None or n >= len(examples):
+        return list(examples)
     keep = set(sorted(range(len(examples)), key=lambda i: (doc_hash(_example_key(examples[i])), i))[:n])
     return [e for i, e in enumerate(examples) if i in keep]
 
 def examples_fingerprint(examples: list) -> str:
     h = hashlib.sha256()
-    for a, b, y in examples: h.update(f"{a}\0{b or ''}\0{y}\n".encode())
+    for a, b, y in examples:
+        h.update(f"{a}\0{b or ''}\0{y}\n".encode())
     return h.hexdigest()
 
 def encode_pair(tok, a: str, b: str | None, max_len: int) -> list[int]:
     "Token ids of `a` (then <eot> `b`), cut to max_len by trimming the longer text first."
     ta = tok.encode(a)
-    if b is None: return ta[:max_len]
+    if b is None:
+        return ta[:max_len]
     tb = tok.encode(b)
     room = max_len - 1
     while len(ta) + len(tb) > room:
-        if len(ta) >= len(tb): ta = ta[:-1]
-        else: tb = tb[:-1]
+        if len(ta) >= len(tb):
+            ta = ta[:-1]
+        else:
+            tb = tb[:-1]
     return ta + [tok.eot_id] + tb
 
 def encode_examples(tok, examples: list, max_len: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -217,7 +232,8 @@ def encode_examples(tok, examples: list, max_len: int) -> tuple[torch.Tensor, to
     seqs = [encode_pair(tok, a, b, max_len) or [tok.eot_id] for a, b, _ in examples]
     L = max(map(len, seqs))
     ids = torch.full((len(seqs), L), tok.eot_id, dtype=torch.long)
-    for i, s in enumerate(seqs): ids[i, :len(s)] = torch.tensor(s)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.tensor(s)
     return ids, torch.tensor([len(s) for s in seqs]), torch.tensor([y for *_, y in examples])
 
 # %% ../nbs/06_glue.ipynb #14d83f8a
@@ -225,9 +241,11 @@ def features(gpt: GPT, idx: torch.Tensor) -> torch.Tensor:
     "Final hidden states (B, T, d_model) of the decoder."
     T = idx.shape[1]
     x = gpt.tok_emb(idx)
-    if gpt.pos_emb is not None: x = x + gpt.pos_emb(torch.arange(T, device=idx.device))
+    if gpt.pos_emb is not None:
+        x = x + gpt.pos_emb(torch.arange(T, device=idx.device))
     x = gpt.drop(x)
-    for block in gpt.blocks: x = block(x)
+    for block in gpt.blocks:
+        x = block(x)
     return gpt.ln_f(x)
 
 class Classifier(nn.Module):
@@ -236,7 +254,8 @@ class Classifier(nn.Module):
         super().__init__()
         self.gpt, self.pooling = gpt, pooling
         self.head = nn.Linear(gpt.cfg.d_model, n_labels)
-        nn.init.normal_(self.head.weight, std=0.02); nn.init.zeros_(self.head.bias)
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
 
     def forward(self, idx: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         h = features(self.gpt, idx)
@@ -268,9 +287,11 @@ def build_classifier(cfg: GlueConfig, n_labels: int):
     step = None
     if cfg.init == "pretrained":
         ck = Path(cfg.run) / "ckpt.pt"
-        if not ck.is_file(): raise ConfigError(f"{ck} does not exist: the run has no checkpoint to start from")
+        if not ck.is_file():
+            raise ConfigError(f"{ck} does not exist: the run has no checkpoint to start from")
         st = load_checkpoint(ck)
-        gpt.load_state_dict(st["model"]); step = st["step"]
+        gpt.load_state_dict(st["model"])
+        step = st["step"]
     return Classifier(gpt, n_labels, cfg.pooling), tok, lm, step
 
 def finetune(cfg: GlueConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True) -> dict:
@@ -305,18 +326,22 @@ def _finetune(cfg: GlueConfig, out: Path, device, quiet: bool) -> dict:
         for i in range(0, len(Xtr), cfg.batch_size):
             idx = perm[i:i + cfg.batch_size]
             L = int(Ltr[idx].max())
-            for gr in opt.param_groups: gr["lr"] = cosine_lr(step, cfg.lr, 0.0, warm, total)
+            for gr in opt.param_groups:
+                gr["lr"] = cosine_lr(step, cfg.lr, 0.0, warm, total)
             logits = model(Xtr[idx, :L].to(device), Ltr[idx].to(device))
             loss = F.cross_entropy(logits, Ytr[idx].to(device))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step(); opt.zero_grad(set_to_none=True)
-            step += 1; bar.update(1)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            bar.update(1)
         acc = accuracy(model, Xev, Lev, Yev, device)
         rec = dict(epoch=epoch + 1, step=step, train_loss=loss.item(), eval_acc=acc,
                    elapsed=round(time.perf_counter() - t0, 3))
         hist.append(rec)
-        with open(out / "metrics.jsonl", "a") as fh: fh.write(json.dumps(rec) + "\n")
+        with open(out / "metrics.jsonl", "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
         bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.3f}")
     bar.close()
     counts = torch.bincount(Yev, minlength=len(labels))

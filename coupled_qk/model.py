@@ -43,7 +43,8 @@ class GPTConfig:
     attention: AttentionConfig = field(default_factory=AttentionConfig)
 
     def __post_init__(self):
-        if isinstance(self.attention, dict): self.attention = AttentionConfig(**self.attention)
+        if isinstance(self.attention, dict):
+            self.attention = AttentionConfig(**self.attention)
         if self.init not in INITS:
             raise ValueError(f"unknown init {self.init!r}; valid: {', '.join(INITS)}")
         if self.d_model % self.n_heads:
@@ -141,9 +142,11 @@ class GPT(nn.Module):
         if T > self.cfg.seq_len and self.pos_emb is not None:
             raise ValueError(f"sequence of {T} tokens is longer than seq_len={self.cfg.seq_len} of learned positions")
         x = self.tok_emb(idx)
-        if self.pos_emb is not None: x = x + self.pos_emb(torch.arange(T, device=idx.device))
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(T, device=idx.device))
         x = self.drop(x)
-        for block in self.blocks: x = block(x)
+        for block in self.blocks:
+            x = block(x)
         logits = self.lm_head(self.ln_f(x))
         loss = None
         if targets is not None:
@@ -204,7 +207,8 @@ def model_config(preset: str, variant: str = "standard", **overrides) -> GPTConf
 
 def count_on_meta(cfg: GPTConfig) -> tuple[int, int]:
     "(parameters, coupling parameters) of a model of `cfg`, built on the meta device (no memory)."
-    with torch.device("meta"): m = GPT(cfg)
+    with torch.device("meta"):
+        m = GPT(cfg)
     return n_params(m), coupling_params(m)
 
 # %% ../nbs/02_model.ipynb #355fccb5

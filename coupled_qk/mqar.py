@@ -37,7 +37,8 @@ class MQARConfig:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 bad(f"{name}={v!r} must be an int")
             object.__setattr__(self, name, int(v))      # plain ints: configs go into JSON run records
-        if self.num_kv_pairs < 1: bad(f"num_kv_pairs={self.num_kv_pairs} must be >= 1")
+        if self.num_kv_pairs < 1:
+            bad(f"num_kv_pairs={self.num_kv_pairs} must be >= 1")
         if self.seq_len < 4 * self.num_kv_pairs:
             bad(f"seq_len={self.seq_len} is too short for num_kv_pairs={self.num_kv_pairs}: needs seq_len >= "
                 f"4*num_kv_pairs = {4*self.num_kv_pairs}; raise seq_len or lower num_kv_pairs")
@@ -47,8 +48,10 @@ class MQARConfig:
         if not (isinstance(self.power_a, (int, float, np.floating)) and np.isfinite(self.power_a) and self.power_a > 0):
             bad(f"power_a={self.power_a!r} must be a finite number > 0 (1.0 is uniform, Zoology uses 0.01)")
         object.__setattr__(self, "power_a", float(self.power_a))
-        if self.num_examples < 1: bad(f"num_examples={self.num_examples} must be >= 1")
-        if self.seed < 0: bad(f"seed={self.seed} must be >= 0 (numpy seeds are non-negative)")
+        if self.num_examples < 1:
+            bad(f"num_examples={self.num_examples} must be >= 1")
+        if self.seed < 0:
+            bad(f"seed={self.seed} must be >= 0 (numpy seeds are non-negative)")
 
     @property
     def context_len(self) -> int:
@@ -74,9 +77,12 @@ def mqar_config(preset: str | MQARConfig | None = None, **overrides) -> MQARConf
     "A preset by name (or a config), with fields overridden; with no preset, a custom config from `overrides`."
     names = [f.name for f in dataclasses.fields(MQARConfig)]
     bad = sorted(set(overrides) - set(names))
-    if bad: raise ValueError(f"unknown MQARConfig field(s) {bad}; valid fields: {', '.join(names)}")
-    if preset is None: return MQARConfig(**overrides)
-    if isinstance(preset, MQARConfig): return preset.replace(**overrides)
+    if bad:
+        raise ValueError(f"unknown MQARConfig field(s) {bad}; valid fields: {', '.join(names)}")
+    if preset is None:
+        return MQARConfig(**overrides)
+    if isinstance(preset, MQARConfig):
+        return preset.replace(**overrides)
     if preset not in MQAR_PRESETS:
         raise ValueError(f"unknown MQAR preset {preset!r}; valid names: {', '.join(MQAR_PRESETS)}")
     return MQAR_PRESETS[preset].replace(**overrides)
@@ -85,7 +91,8 @@ def mqar_config(preset: str | MQARConfig | None = None, **overrides) -> MQARConf
 def sample_distinct(rng: np.random.Generator, lo: int, hi: int, n: int, k: int) -> np.ndarray:
     "(n, k) int64: each row k distinct integers from [lo, hi), a uniform random ordered subset (Floyd)."
     pool = hi - lo
-    if not 0 < k <= pool: raise ValueError(f"cannot draw {k} distinct values from [{lo}, {hi})")
+    if not 0 < k <= pool:
+        raise ValueError(f"cannot draw {k} distinct values from [{lo}, {hi})")
     out = np.empty((n, k), dtype=np.int64)
     for i, j in enumerate(range(pool - k, pool)):
         t = rng.integers(0, j + 1, size=n)
@@ -102,7 +109,8 @@ def power_law_probs(num_slots: int, power_a: float) -> np.ndarray:
 
 def sample_weighted_distinct(rng: np.random.Generator, p: np.ndarray, n: int, k: int) -> np.ndarray:
     "(n, k) int64: k distinct indices per row drawn in order without replacement with weights p (Gumbel top-k)."
-    if not 0 < k <= len(p): raise ValueError(f"cannot draw {k} distinct slots from {len(p)}")
+    if not 0 < k <= len(p):
+        raise ValueError(f"cannot draw {k} distinct slots from {len(p)}")
     score = np.log(p)[None, :] + rng.gumbel(size=(n, len(p)))
     top = np.argpartition(-score, k - 1, axis=1)[:, :k]              # the k best, unordered
     order = np.argsort(-np.take_along_axis(score, top, axis=1), axis=1)
@@ -134,7 +142,8 @@ def generate_mqar(cfg: MQARConfig, n: int | None = None, seed: int | np.random.S
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     "`n` (default cfg.num_examples) examples from `np.random.default_rng(seed)` (default cfg.seed) as int64 tensors."
     n = cfg.num_examples if n is None else n
-    if n < 1: raise ValueError(f"n={n} must be >= 1")
+    if n < 1:
+        raise ValueError(f"n={n} must be >= 1")
     rng = np.random.default_rng(cfg.seed if seed is None else seed)
     x, y = mqar_arrays(cfg, n, rng)
     return torch.from_numpy(x), torch.from_numpy(y)
@@ -202,7 +211,8 @@ def _in_train(test_x: np.ndarray, train_x: np.ndarray, train_h: np.ndarray) -> n
     cand = np.nonzero(np.isin(th, train_h))[0]
     hit = np.zeros(len(test_x), dtype=bool)
     if len(cand):
-        order = np.argsort(train_h, kind="stable"); sh = train_h[order]
+        order = np.argsort(train_h, kind="stable")
+        sh = train_h[order]
         lo, hi = np.searchsorted(sh, th[cand], "left"), np.searchsorted(sh, th[cand], "right")
         for i, a, b in zip(cand, lo, hi):                 # rare: verify exactly (hash collisions are harmless)
             hit[i] = (train_x[order[a:b]] == test_x[i]).all(axis=1).any()
@@ -219,7 +229,8 @@ def make_mqar_splits(cfg: MQARConfig, n_train: int | None = None, n_test: int = 
     "Train (default cfg.num_examples) and test examples from disjoint seed streams; no test example repeats a train one."
     seed = cfg.seed if seed is None else seed
     n_train = cfg.num_examples if n_train is None else n_train
-    if n_train < 1 or n_test < 1: raise ValueError(f"n_train={n_train} and n_test={n_test} must both be >= 1")
+    if n_train < 1 or n_test < 1:
+        raise ValueError(f"n_train={n_train} and n_test={n_test} must both be >= 1")
     tr_ss, te_ss = split_seeds(seed)
     xtr, ytr = mqar_arrays(cfg, n_train, np.random.default_rng(tr_ss))
     rng_te = np.random.default_rng(te_ss)
@@ -228,7 +239,8 @@ def make_mqar_splits(cfg: MQARConfig, n_train: int | None = None, n_test: int = 
     for _ in range(max_redraws + 1):
         dup = _in_train(xte, xtr, train_h)
         dup |= _dup_within(xte)                           # and no test example twice
-        if not dup.any(): break
+        if not dup.any():
+            break
         redrawn += int(dup.sum())
         xte[dup], yte[dup] = mqar_arrays(cfg, int(dup.sum()), rng_te)
     else:
@@ -240,17 +252,20 @@ def make_mqar_splits(cfg: MQARConfig, n_train: int | None = None, n_test: int = 
 def _dup_within(x: np.ndarray) -> np.ndarray:
     "Mask of rows that repeat an earlier row of x."
     _, first = np.unique(x, axis=0, return_index=True)
-    m = np.ones(len(x), dtype=bool); m[first] = False
+    m = np.ones(len(x), dtype=bool)
+    m[first] = False
     return m
 
 # %% ../nbs/04_mqar.ipynb #4230ba60
 def mqar_accuracy(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> float:
     "Accuracy over positions where labels != ignore_index; `logits` (..., V) or predictions shaped like labels."
     pred = logits.argmax(-1) if logits.dim() == labels.dim() + 1 else logits
-    if pred.shape != labels.shape: raise ValueError(f"predictions {tuple(pred.shape)} do not match labels {tuple(labels.shape)}")
+    if pred.shape != labels.shape:
+        raise ValueError(f"predictions {tuple(pred.shape)} do not match labels {tuple(labels.shape)}")
     mask = labels != ignore_index
     n = int(mask.sum())
-    if n == 0: raise ValueError("no labelled positions (all labels are ignore_index)")
+    if n == 0:
+        raise ValueError("no labelled positions (all labels are ignore_index)")
     return float((pred[mask] == labels[mask]).sum()) / n
 
 # %% ../nbs/04_mqar.ipynb #dabd310c

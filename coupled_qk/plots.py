@@ -48,7 +48,8 @@ class ArtifactWriter:
         for ext in ("png", "pdf"):
             fig.savefig(self.dir / f"{name}.{ext}", bbox_inches="tight", **({"dpi": 150} if ext == "png" else {}))
             self.files.append(f"{name}.{ext}")
-        if close: plt.close(fig)
+        if close:
+            plt.close(fig)
         return self.dir / f"{name}.png"
 
     def table(self, df: pd.DataFrame, name: str, caption: str = "", floatfmt: str = ".4g") -> Path:
@@ -63,7 +64,8 @@ class ArtifactWriter:
         "Record the runs (ids and corpus fingerprints) this artifact was made from."
         recs = runs.to_dict("records") if isinstance(runs, pd.DataFrame) else list(runs)
         for r in recs:
-            if r.get("run_id") and r["run_id"] not in self.runs: self.runs.append(r["run_id"])
+            if r.get("run_id") and r["run_id"] not in self.runs:
+                self.runs.append(r["run_id"])
             if r.get("corpus") and r.get("corpus_fingerprint"):
                 self.fingerprints[r["corpus"]] = r["corpus_fingerprint"]
                 self.versions[r["corpus"]] = r.get("corpus_versions")
@@ -89,7 +91,8 @@ def curve_plot(df: pd.DataFrame, x: str, y: str, hue: str = "variant", ax=None, 
     order = variant_order(df[hue]) if hue == "variant" else None
     sns.lineplot(df, x=x, y=y, hue=hue, hue_order=order, errorbar="sd", ax=ax,
                  palette=PALETTE if hue == "variant" else None)
-    if logy: ax.set_yscale("log")
+    if logy:
+        ax.set_yscale("log")
     ax.set(xlabel=xlabel or x, ylabel=ylabel or y, title=title)
     return ax
 
@@ -102,7 +105,9 @@ def bar_plot(df: pd.DataFrame, y: str, x: str = "variant", ax=None, ylabel: str 
     sns.barplot(df, x=x, y=y, order=order, errorbar="sd", ax=ax, palette=pal, hue=x if pal else None,
                 legend=False, alpha=0.8, capsize=0.2)
     sns.stripplot(df, x=x, y=y, order=order, ax=ax, color="k", size=4)
-    if ref is not None: ax.axhline(ref, ls="--", color="gray", label=ref_label); ax.legend()
+    if ref is not None:
+        ax.axhline(ref, ls="--", color="gray", label=ref_label)
+        ax.legend()
     ax.set(xlabel=x, ylabel=ylabel or y, title=title)
     ax.tick_params(axis="x", rotation=20)
     return ax

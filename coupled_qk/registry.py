@@ -39,7 +39,8 @@ class Run:
     @functools.cached_property
     def run_id(self) -> str:
         from coupled_qk.train import config_hash, run_id
-        if self.kind != "glue": return run_id(self.kind, self.typed())
+        if self.kind != "glue":
+            return run_id(self.kind, self.typed())
         # a GLUE run names its LM run by id (which holds the LM run's data identity); its own folder follows
         return f"glue-{config_hash(self.config)[:12]}"
 
@@ -135,7 +136,8 @@ def glue_run(s: ScaleSpec, task: str, init: Run | None, variant: str, seed: int 
     "A GLUE fine-tuning from the LM run `init` (None: from scratch, the control)."
     cfg = dict(task=task, variant=variant, seed=seed, init="pretrained" if init else "scratch",
                lm_run=init.run_id if init else None, **s.glue)
-    if init is None: cfg.update(preset=s.preset, corpus=s.corpora["wikitext103"], tokenizer=s.tokenizer)
+    if init is None:
+        cfg.update(preset=s.preset, corpus=s.corpora["wikitext103"], tokenizer=s.tokenizer)
     return Run("glue", cfg, tags=dict(task=task, init="pretrained" if init else "scratch"),
                needs=(init.run_id,) if init else ())
 
@@ -207,7 +209,8 @@ ARTIFACTS = {a.name: a for a in (
 
 def artifact_runs(name: str, scale: str, budget: float = 1.0) -> list[Run]:
     "The runs artifact `name` needs at `scale`."
-    if name not in ARTIFACTS: raise ValueError(f"unknown artifact {name!r}; valid: {', '.join(ARTIFACTS)}")
+    if name not in ARTIFACTS:
+        raise ValueError(f"unknown artifact {name!r}; valid: {', '.join(ARTIFACTS)}")
     return ARTIFACTS[name].runs(scale_spec(scale), budget)
 
 # %% ../nbs/09a_registry.ipynb #3aa43028
@@ -215,7 +218,8 @@ def plan(artifacts, scale: str, budget: float = 1.0) -> list[Run]:
     "Unique runs of `artifacts` at `scale`, dependencies first."
     runs: dict[str, Run] = {}
     for a in artifacts:
-        for r in artifact_runs(a, scale, budget): runs.setdefault(r.run_id, r)
+        for r in artifact_runs(a, scale, budget):
+            runs.setdefault(r.run_id, r)
     return sorted(runs.values(), key=lambda r: (len(r.needs) > 0, KINDS.index(r.kind)))
 
 def run_dir(run: Run, runs_dir: Path | None = None) -> Path:

@@ -31,7 +31,9 @@ def results(artifact: str, scale: str, budget: float = 1.0, figures_dir: Path | 
     rows, missing = [], []
     for r in artifact_runs(artifact, scale, budget):
         s = _summary(r, summaries)
-        if s is None: missing.append(r.run_id); continue
+        if s is None:
+            missing.append(r.run_id)
+            continue
         res = s["result"]
         rows.append({"run_id": r.run_id, "kind": r.kind, **r.config, **r.tags,
                      **{k: res[k] for k in RESULT_KEYS if k in res}, "result": res})
@@ -47,6 +49,8 @@ def curves(artifact: str, scale: str, budget: float = 1.0, figures_dir: Path | N
     rows = []
     for r in artifact_runs(artifact, scale, budget):
         s = _summary(r, summaries)
-        if s is None: continue
-        for m in s["curve"]: rows.append({"run_id": r.run_id, **r.config, **r.tags, **m})
+        if s is None:
+            continue
+        for m in s["curve"]:
+            rows.append({"run_id": r.run_id, **r.config, **r.tags, **m})
     return pd.DataFrame(rows)

@@ -56,8 +56,10 @@ def experiment_config(run: Run, out: Path, device: str | None = None) -> dict:
     GLUE's data folder) and, for a GLUE run, its LM run's folder in place of its id."""
     config = dict(run.config, **({"device": device} if device else {}))
     lm = config.pop("lm_run", None)
-    if lm: config["run"] = str(out.parent.parent / "lm" / lm)
-    if run.kind == "glue" and glue_dir_for() is not None: config["glue_dir"] = str(glue_dir_for())
+    if lm:
+        config["run"] = str(out.parent.parent / "lm" / lm)
+    if run.kind == "glue" and glue_dir_for() is not None:
+        config["glue_dir"] = str(glue_dir_for())
     return config
 
 class NotebookFailed(UserError):
@@ -110,8 +112,10 @@ def write_summary(run: Run, runs_dir: Path, summaries: Path) -> Path:
 def glue_dir_for() -> Path | None:
     "Where GLUE comes from at the small scales: `local_glue`, else the shared samples; None = nowhere here."
     st = load_settings()
-    if st.local_glue: return st.local_glue
-    if st.shared_data_dir and (st.shared_data_dir / "glue").is_dir(): return st.shared_data_dir / "glue"
+    if st.local_glue:
+        return st.local_glue
+    if st.shared_data_dir and (st.shared_data_dir / "glue").is_dir():
+        return st.shared_data_dir / "glue"
     return None
 
 def unavailable(artifacts, scale: str) -> dict[str, str]:
@@ -125,7 +129,8 @@ def prepare_corpora(scale: str) -> None:
     """Prepare the corpora of `scale` before any run is planned: a run's identity holds its corpus's fingerprint
     (a difference from the pinned text is said once, in reproduce's summary)."""
     from coupled_qk.corpora import prepare
-    for c in sorted(set(scale_spec(scale).corpora.values())): prepare(c, log=lambda line: None)
+    for c in sorted(set(scale_spec(scale).corpora.values())):
+        prepare(c, log=lambda line: None)
 
 def prepare_data(runs: list[Run]) -> None:
     """Build every tokenizer and token cache the LM runs need, once, before jobs run in parallel
@@ -134,8 +139,10 @@ def prepare_data(runs: list[Run]) -> None:
     from coupled_qk.tokens import get_tokenizer, token_cache
     pairs = {(c.corpus, c.tokenizer) for c in (r.typed() for r in runs if r.kind == "lm")}
     for corpus, tok in sorted(pairs):
-        c = load_corpus(corpus); t = get_tokenizer(tok, c)
-        for split in SPLITS: token_cache(c, t, split)
+        c = load_corpus(corpus)
+        t = get_tokenizer(tok, c)
+        for split in SPLITS:
+            token_cache(c, t, split)
 
 @dataclass
 class ReproReport:
@@ -162,9 +169,11 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
     runs_dir, figures_dir = Path(runs_dir or st.runs_dir), Path(figures_dir or st.figures_dir)
     summaries = figures_dir / scale / "runs"
     rep = ReproReport(scale, artifacts, skipped=unavailable(artifacts, scale))
-    for why in rep.skipped.values(): log(why)
+    for why in rep.skipped.values():
+        log(why)
     artifacts = [a for a in artifacts if a not in rep.skipped]
-    if not redraw: prepare_corpora(scale)
+    if not redraw:
+        prepare_corpora(scale)
     runs = plan(artifacts, scale, budget)
     todo = []
     for r in runs:
@@ -246,7 +255,8 @@ def drift_lines(scale: str) -> list[str]:
     for c in sorted(set(scale_spec(scale).corpora.values())):
         meta = corpus_dir(c) / "meta.json"
         line = drift(json.loads(meta.read_text())) if meta.is_file() else None
-        if line: lines.append(line)
+        if line:
+            lines.append(line)
     return lines
 
 def reproduce_main(argv: list[str] | None = None) -> int:
@@ -263,10 +273,14 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     st = load_settings()
     scale = a.scale or st.default_scale
     bad = [x for x in a.artifacts if x not in ARTIFACTS]
-    if bad: raise UsageError(f"unknown artifact {bad[0]!r}; valid: {', '.join(ARTIFACTS)}")
-    if scale not in SCALE_SPECS: raise UsageError(f"unknown scale {scale!r}; valid: {', '.join(SCALE_SPECS)}")
-    if a.jobs < 1: raise UsageError(f"--jobs {a.jobs}: give 1 or more")
-    if not a.budget > 0: raise UsageError(f"--budget {a.budget}: give a positive multiplier")
+    if bad:
+        raise UsageError(f"unknown artifact {bad[0]!r}; valid: {', '.join(ARTIFACTS)}")
+    if scale not in SCALE_SPECS:
+        raise UsageError(f"unknown scale {scale!r}; valid: {', '.join(SCALE_SPECS)}")
+    if a.jobs < 1:
+        raise UsageError(f"--jobs {a.jobs}: give 1 or more")
+    if not a.budget > 0:
+        raise UsageError(f"--budget {a.budget}: give a positive multiplier")
     artifacts = a.artifacts or list(ARTIFACTS)
     import torch
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -278,6 +292,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     rep = reproduce(artifacts, scale, a.jobs, a.budget, a.redraw)
     print(f"{scale}: executed {len(rep.executed)} runs, reused {len(rep.cached)}; training {rep.train_seconds / 60:.1f} min, "
           f"artifacts {rep.artifact_seconds / 60:.1f} min, total {(time.time() - t) / 60:.1f} min")
-    for line in [*rep.skipped.values(), *drift_lines(scale)]: print(line)
+    for line in [*rep.skipped.values(), *drift_lines(scale)]:
+        print(line)
     print(f"figures and tables: {st.figures_dir / scale}")
     return 0

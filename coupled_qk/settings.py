@@ -30,7 +30,8 @@ def project_root(start: str | Path | None = None) -> Path:
     starts = [Path(start)] if start else [Path.cwd(), *here]
     for s in starts:
         for d in [s.resolve(), *s.resolve().parents]:
-            if (d / SETTINGS_FILE).is_file(): return d
+            if (d / SETTINGS_FILE).is_file():
+                return d
     return Path.cwd().resolve()
 
 # %% ../nbs/10_settings.ipynb #bf8c2e48
@@ -68,7 +69,8 @@ def load_settings(root: str | Path | None = None) -> Settings:
     f = root / SETTINGS_FILE
     if f.is_file():
         cp = configparser.ConfigParser()
-        try: cp.read(f)
+        try:
+            cp.read(f)
         except configparser.Error as e:
             why = str(e).splitlines()[0]
             raise SettingsError(f"{f} is not a valid settings file ({why}); expected a [coupled_qk] section of key = value lines") from None
@@ -77,15 +79,18 @@ def load_settings(root: str | Path | None = None) -> Settings:
         raw.update(cp["coupled_qk"])
     for k in SETTING_KEYS:
         v = os.environ.get(f"COUPLED_QK_{k.upper()}")
-        if v is not None: raw[k] = v
+        if v is not None:
+            raw[k] = v
     unknown = sorted(set(raw) - set(SETTING_KEYS))
     if unknown:
         raise SettingsError(f"{f}: unknown setting(s) {', '.join(unknown)}; valid keys: {', '.join(SETTING_KEYS)}")
     vals = {}
     for k, v in raw.items():
         v = v.strip()
-        if k in _PATH_KEYS: vals[k] = (root / v).resolve() if v else None
-        else: vals[k] = v
+        if k in _PATH_KEYS:
+            vals[k] = (root / v).resolve() if v else None
+        else:
+            vals[k] = v
     if vals.get("default_scale", "cpu") not in SCALES:
         raise SettingsError(f"default_scale={vals['default_scale']!r} in {f}; valid: {', '.join(SCALES)}")
     return Settings(root=root, **vals)
@@ -113,7 +118,8 @@ def replacing(path: Path):
 def remove_stale_temporaries(folder: Path) -> list[Path]:
     "Remove what writers killed mid-write left in `folder` (call it while holding the folder's lock)."
     stale = list(Path(folder).glob(".*.tmp[0-9]*"))
-    for f in stale: f.unlink(missing_ok=True)
+    for f in stale:
+        f.unlink(missing_ok=True)
     return stale
 
 def resolve_device(name: str | None = None):
@@ -121,10 +127,13 @@ def resolve_device(name: str | None = None):
     import torch
     name = (name or load_settings().device).strip()
     if name == "auto":
-        if torch.cuda.is_available(): return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available(): return torch.device("mps")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
         return torch.device("cpu")
-    try: dev = torch.device(name)
+    try:
+        dev = torch.device(name)
     except RuntimeError:
         raise SettingsError(f"device={name!r} is not a torch device; use auto, cpu, cuda, cuda:N or mps "
                          "(setting `device` in settings.ini or COUPLED_QK_DEVICE)") from None

@@ -38,22 +38,27 @@ def describe(x) -> dict:
 def fmt_mean_std(x, digits: int = 2) -> str:
     "'mean ± std (n=…)' of `x`, e.g. '22.57 ± 0.04 (n=3)'; one value prints without the ±."
     d = describe(x)
-    if d["n"] == 0: return "— (n=0)"
-    if d["n"] == 1: return f"{d['mean']:.{digits}f} (n=1)"
+    if d["n"] == 0:
+        return "— (n=0)"
+    if d["n"] == 1:
+        return f"{d['mean']:.{digits}f} (n=1)"
     return f"{d['mean']:.{digits}f} ± {d['std']:.{digits}f} (n={d['n']})"
 
 # %% ../nbs/07_stats.ipynb #a2ea7c30
 def _reason(a: np.ndarray, b: np.ndarray) -> str | None:
     "Why a two-sample test cannot be computed on `a`, `b`, or None."
-    if len(a) < 2 or len(b) < 2: return f"n<2 (n_a={len(a)}, n_b={len(b)})"
-    if np.ptp(a) == 0 and np.ptp(b) == 0: return "zero variance in both groups"
+    if len(a) < 2 or len(b) < 2:
+        return f"n<2 (n_a={len(a)}, n_b={len(b)})"
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        return "zero variance in both groups"
     return None
 
 def welch(a, b) -> dict:
     "Welch's unequal-variance t-test of b against a: t (sign of mean(b)-mean(a)), Welch–Satterthwaite df, two-sided p."
     a, b = _clean(a), _clean(b)
     reason = _reason(a, b)
-    if reason: return dict(t=math.nan, df=math.nan, p=math.nan, reason=reason)
+    if reason:
+        return dict(t=math.nan, df=math.nan, p=math.nan, reason=reason)
     with warnings.catch_warnings():
         if np.ptp(a) == 0 or np.ptp(b) == 0:          # one exactly constant group: scipy's precision warning
             warnings.filterwarnings("ignore", "Precision loss", RuntimeWarning)   # is moot, its variance is 0
@@ -63,7 +68,8 @@ def welch(a, b) -> dict:
 # %% ../nbs/07_stats.ipynb #e669dab3
 def hedges_j(nu: float) -> float:
     "Exact small-sample bias correction J(ν) = Γ(ν/2) / (√(ν/2) Γ((ν-1)/2)) of Hedges' g."
-    if not nu > 1: return math.nan
+    if not nu > 1:
+        return math.nan
     return float(math.exp(special.gammaln(nu / 2) - special.gammaln((nu - 1) / 2)) / math.sqrt(nu / 2))
 
 def effect_size(a, b) -> dict:
@@ -71,12 +77,14 @@ def effect_size(a, b) -> dict:
     a, b = _clean(a), _clean(b)
     na, nb = len(a), len(b)
     nan = dict(cohens_d=math.nan, hedges_g=math.nan, pooled_sd=math.nan)
-    if na < 1 or nb < 1 or na + nb < 3: return nan
+    if na < 1 or nb < 1 or na + nb < 3:
+        return nan
     var_a = np.var(a, ddof=1) if na > 1 else 0.0     # a lone seed adds no degrees of freedom and no variance
     var_b = np.var(b, ddof=1) if nb > 1 else 0.0
     nu = na + nb - 2
     sp = math.sqrt(((na - 1) * var_a + (nb - 1) * var_b) / nu)
-    if sp == 0: return {**nan, "pooled_sd": 0.0}
+    if sp == 0:
+        return {**nan, "pooled_sd": 0.0}
     d = float((b.mean() - a.mean()) / sp)
     return dict(cohens_d=d, hedges_g=hedges_j(nu) * d, pooled_sd=sp)
 
@@ -94,13 +102,17 @@ def relative_change_ci(a, b, n_boot: int = 10_000, confidence: float = 0.95, see
     a, b = _clean(a), _clean(b)
     out = dict(rel_change=math.nan, ci_low=math.nan, ci_high=math.nan, confidence=confidence,
                n_boot=n_boot, method=method, n_a=len(a), n_b=len(b))
-    if return_distribution: out["distribution"] = np.array([])
-    if len(a) == 0 or len(b) == 0 or a.mean() == 0: return out
+    if return_distribution:
+        out["distribution"] = np.array([])
+    if len(a) == 0 or len(b) == 0 or a.mean() == 0:
+        return out
     out["rel_change"] = float(_rel_change(a, b))
-    if len(a) < 2 or len(b) < 2: return out
+    if len(a) < 2 or len(b) < 2:
+        return out
     if np.ptp(a) == 0 and np.ptp(b) == 0:              # nothing varies: the interval is the point
         out.update(ci_low=out["rel_change"], ci_high=out["rel_change"])
-        if return_distribution: out["distribution"] = np.full(n_boot, out["rel_change"])
+        if return_distribution:
+            out["distribution"] = np.full(n_boot, out["rel_change"])
         return out
     def boot(m):
         with warnings.catch_warnings():
@@ -110,10 +122,12 @@ def relative_change_ci(a, b, n_boot: int = 10_000, confidence: float = 0.95, see
     r = boot(method)
     lo, hi = r.confidence_interval
     if not (np.isfinite(lo) and np.isfinite(hi)) and method.lower() != "percentile":
-        r = boot("percentile"); lo, hi = r.confidence_interval
+        r = boot("percentile")
+        lo, hi = r.confidence_interval
         out["method"] = f"percentile (fallback from {method})"
     out.update(ci_low=float(lo), ci_high=float(hi))
-    if return_distribution: out["distribution"] = np.asarray(r.bootstrap_distribution)
+    if return_distribution:
+        out["distribution"] = np.asarray(r.bootstrap_distribution)
     return out
 
 # %% ../nbs/07_stats.ipynb #041910b5
@@ -124,7 +138,8 @@ def variance_ratio_test(a, b, confidence: float = 0.95) -> dict:
     sb = float(np.std(b, ddof=1)) if len(b) > 1 else math.nan
     out = dict(std_a=sa, std_b=sb, std_ratio=math.nan, std_ratio_ci_low=math.nan, std_ratio_ci_high=math.nan,
                f_ratio=math.nan, f_p=math.nan, bf_stat=math.nan, bf_p=math.nan, reason=_reason(a, b))
-    if out["reason"]: return out
+    if out["reason"]:
+        return out
     if sa == 0 or sb == 0:
         out["reason"] = "zero variance in one group"
         out["std_ratio"] = sb / sa if sa else math.inf
@@ -144,11 +159,13 @@ def holm(pvalues) -> np.ndarray:
     "Holm–Bonferroni step-down adjusted p-values (monotone, capped at 1); nan entries stay nan and don't count."
     p = np.asarray(pvalues, dtype=float)
     shape, p = p.shape, p.ravel()
-    if np.any((p < 0) | (p > 1)): raise ValueError(f"p-values must lie in [0, 1]; got {p[(p < 0) | (p > 1)]}")
+    if np.any((p < 0) | (p > 1)):
+        raise ValueError(f"p-values must lie in [0, 1]; got {p[(p < 0) | (p > 1)]}")
     out = np.full_like(p, np.nan)
     idx = np.flatnonzero(~np.isnan(p))
     m = len(idx)
-    if m == 0: return out.reshape(shape)
+    if m == 0:
+        return out.reshape(shape)
     order = idx[np.argsort(p[idx], kind="stable")]
     adj = np.maximum.accumulate((m - np.arange(m)) * p[order])
     out[order] = np.minimum(adj, 1.0)
@@ -165,9 +182,11 @@ def compare(results: pd.DataFrame, metric: str, group_col: str = "variant", base
             confidence: float = 0.95, seed: int = 0, method: str = "percentile", digits: int = 2) -> pd.DataFrame:
     "One row per non-baseline group of `results[group_col]`: every statistic of `metric` against `baseline`."
     for c in (metric, group_col):
-        if c not in results.columns: raise KeyError(f"column {c!r} not in results; columns: {list(results.columns)}")
+        if c not in results.columns:
+            raise KeyError(f"column {c!r} not in results; columns: {list(results.columns)}")
     present = list(pd.unique(results[group_col]))
-    if baseline not in present: raise ValueError(f"baseline {baseline!r} not among {group_col} values {present}")
+    if baseline not in present:
+        raise ValueError(f"baseline {baseline!r} not among {group_col} values {present}")
     groups = [g for g in (present if groups is None else groups) if g != baseline]
     base = _clean(results.loc[results[group_col] == baseline, metric])
     db, rows = describe(base), []
@@ -195,7 +214,8 @@ def compare(results: pd.DataFrame, metric: str, group_col: str = "variant", base
 # %% ../nbs/07_stats.ipynb #cb4e0914
 def mde(se: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
     "Minimum detectable mean of a two-sided one-sample t-test at `alpha` with `power`: n values, standard error `se`; exact (noncentral t)."
-    if n < 2 or not np.isfinite(se): return math.nan
+    if n < 2 or not np.isfinite(se):
+        return math.nan
     df = n - 1
     crit = stats.t.ppf(1 - alpha / 2, df)
     def shortfall(delta):          # the test's power at noncentrality delta, minus the power asked for; the lower
@@ -231,7 +251,8 @@ def mean_test(d, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, 
 def paired_test(a, b, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, power: float = 0.8) -> dict:
     "Paired comparison of b against a, matched by position (seed): `mean_test` of the per-seed relative changes (b-a)/a, as `rel_change`."
     a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
-    if a.shape != b.shape: raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
+    if a.shape != b.shape:
+        raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
     keep = np.isfinite(a) & np.isfinite(b) & (a != 0)      # a failed run drops its seed from both sides
     out = mean_test((b[keep] - a[keep]) / a[keep], n_boot, confidence, seed, power)
     out["rel_change"] = out.pop("mean")
@@ -258,9 +279,11 @@ def compare_paired(results: pd.DataFrame, metric: str, group_col: str = "variant
                    n_boot: int = 10_000, seed: int = 0, power: float = 0.8, digits: int = 2) -> pd.DataFrame:
     "One row per non-baseline group: paired statistics of `metric` against `baseline` over shared seeds, Holm across rows; Welch as the check."
     for c in (metric, group_col, pair_col):
-        if c not in results.columns: raise KeyError(f"column {c!r} not in results; columns: {list(results.columns)}")
+        if c not in results.columns:
+            raise KeyError(f"column {c!r} not in results; columns: {list(results.columns)}")
     present = list(pd.unique(results[group_col]))
-    if baseline not in present: raise ValueError(f"baseline {baseline!r} not among {group_col} values {present}")
+    if baseline not in present:
+        raise ValueError(f"baseline {baseline!r} not among {group_col} values {present}")
     groups = [g for g in (present if groups is None else groups) if g != baseline]
     base_all = _clean(results.loc[results[group_col] == baseline, metric])
     rows = []
@@ -290,33 +313,45 @@ VERDICTS = ("reproduced", "contradicted", "inconclusive", "not tested")
 
 def verdict(claim, lo: float, hi: float, null: float = 0.0, margin: float = EQUIVALENCE_MARGIN_PCT) -> str:
     "Reproduced / contradicted / inconclusive / not tested, for a claimed effect (or 'lower'/'higher') and our interval [lo, hi]; rule in the text."
-    if not (np.isfinite(lo) and np.isfinite(hi)): return "not tested"
-    if lo > hi: raise ValueError(f"interval [{lo}, {hi}] is reversed")
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "not tested"
+    if lo > hi:
+        raise ValueError(f"interval [{lo}, {hi}] is reversed")
     if claim in ("lower", "higher"):
         below, above = hi < null, lo > null
-        if (below and claim == "lower") or (above and claim == "higher"): return "reproduced"
-        if below or above: return "contradicted"
+        if (below and claim == "lower") or (above and claim == "higher"):
+            return "reproduced"
+        if below or above:
+            return "contradicted"
         return "inconclusive"
     if claim == null:                           # a claim of no difference: equivalence within the margin
-        if null - margin <= lo and hi <= null + margin: return "reproduced"
-        if lo > null or hi < null: return "contradicted"
+        if null - margin <= lo and hi <= null + margin:
+            return "reproduced"
+        if lo > null or hi < null:
+            return "contradicted"
         return "inconclusive"
-    if not lo <= claim <= hi: return "contradicted"
-    if lo <= null <= hi: return "inconclusive"
+    if not lo <= claim <= hi:
+        return "contradicted"
+    if lo <= null <= hi:
+        return "inconclusive"
     return "reproduced"
 
 # %% ../nbs/07_stats.ipynb #c1580b1f
 def tokens_to_target(tokens, values, target: float, lower_is_better: bool = True) -> float:
     "Tokens at which a validation curve first reaches `target`, linearly interpolated in tokens; nan if never."
     t, y = np.asarray(tokens, dtype=float).ravel(), np.asarray(values, dtype=float).ravel()
-    if t.shape != y.shape: raise ValueError(f"tokens and values differ in length: {len(t)} vs {len(y)}")
+    if t.shape != y.shape:
+        raise ValueError(f"tokens and values differ in length: {len(t)} vs {len(y)}")
     keep = np.isfinite(t) & np.isfinite(y)
     t, y = t[keep], y[keep]
-    if len(t) and np.any(np.diff(t) <= 0): raise ValueError("tokens must be strictly increasing")
+    if len(t) and np.any(np.diff(t) <= 0):
+        raise ValueError("tokens must be strictly increasing")
     met = y <= target if lower_is_better else y >= target
-    if not met.any(): return math.nan
+    if not met.any():
+        return math.nan
     i = int(np.argmax(met))
-    if i == 0: return float(t[0])
+    if i == 0:
+        return float(t[0])
     t0, t1, y0, y1 = t[i - 1], t[i], y[i - 1], y[i]
     return float(t0 + (target - y0) * (t1 - t0) / (y1 - y0))
 
@@ -326,7 +361,8 @@ def tokens_to_target_ratio(curve_a, curve_b, target: float | None = None, lower_
     tb, yb = (np.asarray(v, dtype=float) for v in curve_b)
     if target is None:
         fin = yb[np.isfinite(yb)]
-        if not len(fin): raise ValueError("curve b has no finite value to take as the target")
+        if not len(fin):
+            raise ValueError("curve b has no finite value to take as the target")
         target = float(fin[-1])
     na = tokens_to_target(ta, ya, target, lower_is_better)
     nb = tokens_to_target(tb, yb, target, lower_is_better)

@@ -73,8 +73,11 @@ def byte_tokenizer() -> TextTokenizer:
     def dec(ids):
         out, buf = [], bytearray()
         for i in ids:
-            if i == 256: out.append(buf.decode("utf-8", errors="replace") + EOT); buf = bytearray()
-            else: buf.append(i)
+            if i == 256:
+                out.append(buf.decode("utf-8", errors="replace") + EOT)
+                buf = bytearray()
+            else:
+                buf.append(i)
         return "".join(out) + buf.decode("utf-8", errors="replace")
     return TextTokenizer("bytes", 257, 256, lambda s: list(s.encode("utf-8")), dec)
 
@@ -92,20 +95,25 @@ def bpe_tokenizer(vocab_size: int, corpus: Corpus) -> TextTokenizer:
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
         t.train_from_iterator(corpus["train"], trainer=trainer)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with replacing(path) as tmp: t.save(str(tmp))
+        with replacing(path) as tmp:
+            t.save(str(tmp))
     return TextTokenizer(f"bpe-{vocab_size}", t.get_vocab_size(), t.token_to_id(EOT), lambda s: t.encode(s).ids,
                          lambda ids: t.decode(ids, skip_special_tokens=False),
                          lambda ts: [e.ids for e in t.encode_batch(ts)], fingerprint=corpus.fingerprint)
 
 def get_tokenizer(name: str, corpus: str | Corpus | None = None) -> TextTokenizer:
     "Tokenizer `gpt2`, `bytes` or `bpe-N` (N tokens, trained on `corpus`'s training split)."
-    if name == "gpt2": return gpt2_tokenizer()
-    if name == "bytes": return byte_tokenizer()
+    if name == "gpt2":
+        return gpt2_tokenizer()
+    if name == "bytes":
+        return byte_tokenizer()
     m = re.fullmatch(r"bpe-(\d+)", name)
     if m:
         n = int(m.group(1))
-        if n < 257 + 1: raise DataError(f"{name}: a byte-level BPE needs at least 258 tokens (256 bytes + end-of-text + merges)")
-        if corpus is None: raise DataError(f"{name} is trained on a corpus: pass corpus=NAME (one of {', '.join(CORPORA)})")
+        if n < 257 + 1:
+            raise DataError(f"{name}: a byte-level BPE needs at least 258 tokens (256 bytes + end-of-text + merges)")
+        if corpus is None:
+            raise DataError(f"{name} is trained on a corpus: pass corpus=NAME (one of {', '.join(CORPORA)})")
         return bpe_tokenizer(n, load_corpus(corpus) if isinstance(corpus, str) else corpus)
     raise DataError(f"unknown tokenizer {name!r}; valid: {', '.join(TOKENIZERS)}")
 
@@ -114,7 +122,8 @@ def token_cache(corpus: str | Corpus, tokenizer: str | TextTokenizer, split: str
     "The token ids of one split (documents each followed by end-of-text), tokenized once and memory-mapped."
     corpus = load_corpus(corpus) if isinstance(corpus, str) else corpus
     tok = get_tokenizer(tokenizer, corpus) if isinstance(tokenizer, str) else tokenizer
-    if split not in SPLITS: raise DataError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+    if split not in SPLITS:
+        raise DataError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
     tdir = data_dir() / "tokens" / f"{corpus.name}-{corpus.fingerprint[:16]}" / \
            (tok.name + (f"-{tok.fingerprint[:16]}" if tok.fingerprint else ""))
     dtype = np.uint16 if tok.vocab_size <= 65536 else np.uint32
@@ -135,24 +144,29 @@ def token_cache(corpus: str | Corpus, tokenizer: str | TextTokenizer, split: str
             bytes=st.st_size, tokens=st.st_size // np.dtype(dtype).itemsize, dtype=np.dtype(dtype).name,
             sha256=file_sha256(str(path), st.st_size, st.st_mtime_ns), corpus=corpus.name,
             corpus_fingerprint=corpus.fingerprint, tokenizer=tok.name, split=split), indent=1))
-    if path.stat().st_size == 0: return np.zeros(0, dtype=dtype)   # an empty split cannot be memory-mapped
+    if path.stat().st_size == 0:
+        return np.zeros(0, dtype=dtype)   # an empty split cannot be memory-mapped
     return np.memmap(path, dtype=dtype, mode="r")
 
 def cache_mismatch(path: Path) -> str | None:
     """Why the token cache `path` cannot be trusted (no manifest, another size, another checksum), or None.
     The checksum is computed once per process for each size and modification time."""
     man = path.with_suffix(".json")
-    if not man.is_file(): return "has no manifest"
+    if not man.is_file():
+        return "has no manifest"
     want, st = json.loads(man.read_text()), path.stat()
-    if st.st_size != want["bytes"]: return f"holds {st.st_size:,} bytes where its manifest says {want['bytes']:,}"
-    if file_sha256(str(path), st.st_size, st.st_mtime_ns) != want["sha256"]: return "does not match its manifest's sha256"
+    if st.st_size != want["bytes"]:
+        return f"holds {st.st_size:,} bytes where its manifest says {want['bytes']:,}"
+    if file_sha256(str(path), st.st_size, st.st_mtime_ns) != want["sha256"]:
+        return "does not match its manifest's sha256"
     return None
 
 # %% ../nbs/03b_tokens.ipynb #d74662cd
 def get_batch(tokens: np.ndarray, batch_size: int, seq_len: int, generator) -> tuple:
     "(x, y) of shape (batch_size, seq_len): random windows of `tokens`, y shifted by one; offsets from `generator`."
     import torch
-    if len(tokens) < seq_len + 1: raise DataError(f"{len(tokens)} tokens are too few for seq_len={seq_len}")
+    if len(tokens) < seq_len + 1:
+        raise DataError(f"{len(tokens)} tokens are too few for seq_len={seq_len}")
     starts = torch.randint(0, len(tokens) - seq_len, (batch_size,), generator=generator).numpy()
     w = torch.from_numpy(np.stack([np.asarray(tokens[s:s + seq_len + 1], dtype=np.int64) for s in starts]))
     return w[:, :-1], w[:, 1:]
@@ -162,7 +176,8 @@ def eval_batches(tokens: np.ndarray, batch_size: int, seq_len: int, max_batches:
     import torch
     n = (len(tokens) - 1) // seq_len
     for i, b in enumerate(range(0, n, batch_size)):
-        if max_batches is not None and i >= max_batches: return
+        if max_batches is not None and i >= max_batches:
+            return
         rows = [np.asarray(tokens[s * seq_len:s * seq_len + seq_len + 1], dtype=np.int64) for s in range(b, min(b + batch_size, n))]
         w = torch.from_numpy(np.stack(rows))
         yield w[:, :-1], w[:, 1:]

@@ -45,15 +45,18 @@ class ConfigError(UserError):
     "An invalid option; the message names the valid choices."
 
 def check_choice(kind: str, value, valid) -> None:
-    if value not in valid: raise ConfigError(f"unknown {kind} {value!r}; valid: {', '.join(map(str, valid))}")
+    if value not in valid:
+        raise ConfigError(f"unknown {kind} {value!r}; valid: {', '.join(map(str, valid))}")
 
 def check_corpus(name: str) -> None:
     "Corpus names are the data chapter's CORPORA, `NAME=PATH` or a path."
-    if name in CORPORA or "=" in name or "/" in name: return
+    if name in CORPORA or "=" in name or "/" in name:
+        return
     raise ConfigError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, NAME=PATH or a path")
 
 def check_tokenizer(name: str) -> None:
-    if name in ("gpt2", "bytes") or re.fullmatch(r"bpe-\d+", name): return
+    if name in ("gpt2", "bytes") or re.fullmatch(r"bpe-\d+", name):
+        return
     raise ConfigError(f"unknown tokenizer {name!r}; valid: gpt2, bytes, bpe-N (e.g. bpe-8192)")
 
 @dataclass
@@ -100,9 +103,11 @@ class TrainConfig:
         check_choice("variant", self.variant, VARIANTS)
         check_choice("dtype", self.dtype, DTYPES)
         check_corpus(self.corpus)
-        if self.tokenizer is None: self.tokenizer = DEFAULT_TOKENIZER.get(self.preset, "gpt2")
+        if self.tokenizer is None:
+            self.tokenizer = DEFAULT_TOKENIZER.get(self.preset, "gpt2")
         check_tokenizer(self.tokenizer)
-        if self.positional is not None: check_choice("positional encoding", self.positional, POSITIONAL)
+        if self.positional is not None:
+            check_choice("positional encoding", self.positional, POSITIONAL)
         if self.max_steps is not None and self.max_tokens is not None:
             raise ConfigError(f"give one budget, not both: max_steps={self.max_steps} or max_tokens={self.max_tokens}")
         if self.max_steps is None and self.max_tokens is None:
@@ -110,13 +115,19 @@ class TrainConfig:
             self.max_steps, self.max_tokens = budget.get("max_steps"), budget.get("max_tokens")
         for k in ("batch_size", "grad_accum", "log_every", "ckpt_every", "max_steps", "max_tokens", "eval_batches"):
             v = getattr(self, k)
-            if v is not None and v < 1: raise ConfigError(f"{k}={v}; it must be at least 1")
+            if v is not None and v < 1:
+                raise ConfigError(f"{k}={v}; it must be at least 1")
         for k in ("warmup_steps", "eval_every", "weight_decay", "grad_clip", "seed"):
-            if getattr(self, k) < 0: raise ConfigError(f"{k}={getattr(self, k)}; it must be >= 0")
-        if not self.lr > 0: raise ConfigError(f"lr={self.lr}; it must be > 0")
-        if self.min_lr is None: self.min_lr = self.lr / 10
-        try: self.model_config(vocab_size=8)                    # shape errors now, not after loading data
-        except ValueError as e: raise ConfigError(str(e)) from None
+            if getattr(self, k) < 0:
+                raise ConfigError(f"{k}={getattr(self, k)}; it must be >= 0")
+        if not self.lr > 0:
+            raise ConfigError(f"lr={self.lr}; it must be > 0")
+        if self.min_lr is None:
+            self.min_lr = self.lr / 10
+        try:
+            self.model_config(vocab_size=8)                    # shape errors now, not after loading data
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
 
     def model_overrides(self) -> dict:
         return {k: getattr(self, k) for k in MODEL_OVERRIDES if getattr(self, k) is not None}
@@ -130,7 +141,8 @@ class TrainConfig:
 
     def total_steps(self, world_size: int = 1) -> int:
         "Optimiser steps of the budget."
-        if self.max_steps is not None: return self.max_steps
+        if self.max_steps is not None:
+            return self.max_steps
         per_step = world_size * self.batch_size * self.grad_accum * self.block_size
         return max(1, math.ceil(self.max_tokens / per_step))
 
@@ -149,7 +161,8 @@ def config_hash(cfg, data: dict | None = None) -> str:
     identity (`cfg.data_identity()` where the config has one: a changed corpus is a different run)."""
     skip = set(getattr(cfg, "NON_RESULT_FIELDS", NON_RESULT_FIELDS))
     d = {k: v for k, v in (asdict(cfg) if dataclasses.is_dataclass(cfg) else cfg).items() if k not in skip}
-    if data is None: data = cfg.data_identity() if hasattr(cfg, "data_identity") else {}
+    if data is None:
+        data = cfg.data_identity() if hasattr(cfg, "data_identity") else {}
     return hashlib.sha256(json.dumps([d, data], sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 # %% ../nbs/05_train.ipynb #d2c95f15
@@ -165,8 +178,10 @@ def make_optimizer(model: nn.Module, lr: float, weight_decay: float, device: tor
 
 def cosine_lr(step: int, lr: float, min_lr: float, warmup: int, total: int) -> float:
     "Learning rate of 0-based optimiser step `step`: linear warmup, then cosine decay to min_lr at `total`."
-    if step < warmup: return lr * (step + 1) / warmup
-    if step >= total: return min_lr
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    if step >= total:
+        return min_lr
     frac = (step - warmup) / max(1, total - warmup)
     return min_lr + 0.5 * (1 + math.cos(math.pi * frac)) * (lr - min_lr)
 
@@ -184,8 +199,10 @@ def rng_state(data_gen: torch.Generator | None = None) -> dict:
                    "has_gauss": int(np_state[3]), "cached": float(np_state[4])},
          "python": {"version": py_state[0], "state": torch.tensor(py_state[1], dtype=torch.int64),
                     "gauss": py_state[2]}}
-    if torch.cuda.is_available(): s["cuda"] = torch.cuda.get_rng_state_all()
-    if data_gen is not None: s["data"] = data_gen.get_state()
+    if torch.cuda.is_available():
+        s["cuda"] = torch.cuda.get_rng_state_all()
+    if data_gen is not None:
+        s["data"] = data_gen.get_state()
     return s
 
 def set_rng_state(s: dict, data_gen: torch.Generator | None = None) -> None:
@@ -195,15 +212,18 @@ def set_rng_state(s: dict, data_gen: torch.Generator | None = None) -> None:
     np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))
     p = s["python"]
     random.setstate((p["version"], tuple(int(v) for v in p["state"].tolist()), p["gauss"]))
-    if "cuda" in s and torch.cuda.is_available(): torch.cuda.set_rng_state_all(s["cuda"])
-    if data_gen is not None and "data" in s: data_gen.set_state(s["data"])
+    if "cuda" in s and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(s["cuda"])
+    if data_gen is not None and "data" in s:
+        data_gen.set_state(s["data"])
 
 class CheckpointError(UserError):
     "A checkpoint that cannot be read, or belongs to another run."
 
 def save_checkpoint(path: Path, state: dict) -> None:
     "torch.save to a temporary file, then os.replace: a crash mid-write leaves the previous checkpoint."
-    with replacing(Path(path)) as tmp: torch.save(state, tmp)
+    with replacing(Path(path)) as tmp:
+        torch.save(state, tmp)
 
 def load_checkpoint(path: Path, device="cpu") -> dict:
     """A checkpoint, loaded with weights_only=True (tensors and plain containers only: a checkpoint never runs
@@ -231,18 +251,21 @@ class Dist:
 def init_dist(device: torch.device) -> tuple[Dist, torch.device]:
     "Join the torchrun process group when WORLD_SIZE > 1: NCCL on CUDA, gloo on CPU."
     ws = int(os.environ.get("WORLD_SIZE", "1"))
-    if ws <= 1: return Dist(), device
+    if ws <= 1:
+        return Dist(), device
     import torch.distributed as dist
     d = Dist(int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0")), ws)
     if device.type == "cuda":
-        device = torch.device("cuda", d.local_rank); torch.cuda.set_device(device)
+        device = torch.device("cuda", d.local_rank)
+        torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return d, device
 
 def all_sum(values: list[float], d: Dist, device) -> list[float]:
     "Sum a few numbers over ranks (float64)."
-    if d.world_size == 1: return values
+    if d.world_size == 1:
+        return values
     import torch.distributed as dist
     t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t)
@@ -264,14 +287,18 @@ def autocast(device: torch.device, dtype: str):
 def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dtype: str = "auto",
              max_batches: int | None = None, d: Dist = Dist()) -> float:
     "Mean cross-entropy per token of a deterministic pass over `tokens`."
-    was = model.training; model.eval()
+    was = model.training
+    model.eval()
     tot, n = 0.0, 0
     for x, y in eval_batches(tokens, batch_size * d.world_size, seq_len, max_batches):
         rows = slice(*(min(len(x), math.ceil(len(x) / d.world_size) * r) for r in (d.rank, d.rank + 1)))
-        if rows.stop <= rows.start: continue
+        if rows.stop <= rows.start:
+            continue
         x, y = x[rows].to(device), y[rows].contiguous().to(device)     # y is a strided view of the windows
-        with autocast(device, dtype): loss = model(x, y)[1]
-        tot += float(loss) * y.numel(); n += y.numel()
+        with autocast(device, dtype):
+            loss = model(x, y)[1]
+        tot += float(loss) * y.numel()
+        n += y.numel()
     model.train(was)
     tot, n = all_sum([tot, float(n)], d, device)
     return tot / n
@@ -294,12 +321,14 @@ def run_lock(out: Path, wait: bool = True):
     gets a one-line error. Temporaries left by a writer killed mid-write are removed once the lock is held."""
     from filelock import FileLock, Timeout
     out = Path(out)
-    try: out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
     except PermissionError:
         raise UserError(f"cannot create the run folder {out}: permission denied; set runs_dir in settings.ini "
                         "(or COUPLED_QK_RUNS_DIR) to a writable folder, or pass --out") from None
     lock = FileLock(str(out / ".lock"))
-    try: lock.acquire(timeout=-1 if wait else 0)
+    try:
+        lock.acquire(timeout=-1 if wait else 0)
     except Timeout:
         raise RunBusy(f"{out} is being written by another process (lock {out / '.lock'}); wait for it to finish "
                       "or pick another --out") from None
@@ -314,8 +343,10 @@ def read_metrics(run_dir: Path) -> list[dict]:
     p = Path(run_dir) / "metrics.jsonl"
     out = []
     for line in (p.read_text().splitlines() if p.is_file() else []):
-        try: out.append(json.loads(line))
-        except json.JSONDecodeError: pass          # a line torn by a crash mid-write
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass          # a line torn by a crash mid-write
     return out
 
 def _truncate_metrics(run_dir: Path, step: int) -> None:
@@ -338,7 +369,8 @@ def _load_tokens(cfg: TrainConfig):
     return corpus, tok, {s: token_cache(corpus, tok, s) for s in SPLITS}
 
 def _say(msg: str, quiet: bool, d: Dist) -> None:
-    if not quiet and d.main: print(msg, flush=True)
+    if not quiet and d.main:
+        print(msg, flush=True)
 
 def check_split_sizes(tokens: dict, seq_len: int, corpus: str) -> None:
     "Every split must hold one window of seq_len + 1 tokens; say which does not, and what would fit."
@@ -370,12 +402,14 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = Tr
 
 def _finished_or_checkpoint(out: Path, chash: str, resume: bool, device) -> tuple[dict | None, dict | None]:
     "(a finished run's result, or None; the checkpoint to resume from, or None), each checked to be this run's."
-    if not resume: return None, None
+    if not resume:
+        return None, None
     if (out / "result.json").is_file():
         res = json.loads((out / "result.json").read_text())
         check_same_run(out / "result.json", res.get("config_hash"), chash)
         return res, None
-    if not (out / "ckpt.pt").is_file(): return None, None
+    if not (out / "ckpt.pt").is_file():
+        return None, None
     st = load_checkpoint(out / "ckpt.pt", device)
     check_same_run(out / "ckpt.pt", st.get("config_hash"), chash)
     return None, st
@@ -385,7 +419,8 @@ def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bo
     data = cfg.data_identity()
     chash = config_hash(cfg, data)
     done, st = _finished_or_checkpoint(out, chash, resume, device)   # again, under the lock: it is authoritative
-    if done is not None: return done
+    if done is not None:
+        return done
     ckpt = out / "ckpt.pt"
     corpus, tok, tokens = _load_tokens(cfg)
 
@@ -395,20 +430,24 @@ def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bo
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, device)
     data_gen = torch.Generator().manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed + 1 + d.rank)         # dropout streams differ per rank
-    np.random.seed(cfg.seed); random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    random.seed(cfg.seed)
     step, seen, elapsed = 0, 0, 0.0
 
     if st is not None:
         if st["world_size"] != d.world_size:
             raise ConfigError(f"{ckpt} was written by {st['world_size']} processes; resume it with as many (now {d.world_size})")
-        model.load_state_dict(st["model"]); opt.load_state_dict(st["optimizer"])
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["optimizer"])
         step, seen, elapsed = st["step"], st["tokens"], st["elapsed"]
         set_rng_state(st["rng"][d.rank], data_gen)
-        if d.main: _truncate_metrics(out, step)
+        if d.main:
+            _truncate_metrics(out, step)
         _say(f"resuming {out} at step {step}/{total}", quiet, d)
     elif d.main:
         out.mkdir(parents=True, exist_ok=True)
-        for f in ("metrics.jsonl", "result.json", "ckpt.pt"): (out / f).unlink(missing_ok=True)
+        for f in ("metrics.jsonl", "result.json", "ckpt.pt"):
+            (out / f).unlink(missing_ok=True)
     if d.main:
         atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash,
                                                           world_size=d.world_size), indent=1))
@@ -432,7 +471,8 @@ def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bo
 
     def log(rec):
         if d.main:
-            with open(out / "metrics.jsonl", "a") as fh: fh.write(json.dumps(rec) + "\n")
+            with open(out / "metrics.jsonl", "a") as fh:
+                fh.write(json.dumps(rec) + "\n")
 
     def val():
         return evaluate(model, tokens["validation"], B, T, device, cfg.dtype, cfg.eval_batches, d)
@@ -448,14 +488,16 @@ def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bo
     t0, tok0, last_val = time.perf_counter(), seen, None
     while step < total:
         lr = lr_at(step, cfg, total)
-        for gr in opt.param_groups: gr["lr"] = lr
+        for gr in opt.param_groups:
+            gr["lr"] = lr
         loss_sum = 0.0
         for micro in range(A):
             x, y = rank_batch(tokens["train"], B, T, data_gen, d)
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             sync = nullcontext() if d.world_size == 1 or micro == A - 1 else fwd.no_sync()
             with sync:
-                with autocast(device, cfg.dtype): loss = fwd(x, y)[1]
+                with autocast(device, cfg.dtype):
+                    loss = fwd(x, y)[1]
                 (loss / A).backward()
             loss_sum += loss.detach().float()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
@@ -465,17 +507,21 @@ def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bo
             raise TrainingDiverged(f"non-finite {'loss' if not math.isfinite(train_loss) else 'gradient norm'} at step "
                                    f"{step + 1} (lr {lr:.3g}); try a lower lr or grad_clip. Last good checkpoint: "
                                    f"{ckpt if ckpt.is_file() else 'none'}")
-        opt.step(); opt.zero_grad(set_to_none=True)
-        step += 1; seen += step_tokens
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        seen += step_tokens
         bar.update(1)
         do_eval = step == total or (cfg.eval_every and step % cfg.eval_every == 0)
         if do_eval or step % cfg.log_every == 0 or step == 1:
-            if device.type == "cuda": torch.cuda.synchronize()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
             now = time.perf_counter()
             elapsed += now - t0
             tps = (seen - tok0) / max(now - t0, 1e-9)
             v = val() if do_eval else None
-            if v is not None: last_val = v
+            if v is not None:
+                last_val = v
             rec = dict(step=step, tokens=seen, train_loss=train_loss, val_loss=v,
                        val_ppl=math.exp(v) if v is not None else None, lr=lr, elapsed=round(elapsed, 3),
                        tokens_per_s=round(tps, 1))
@@ -503,7 +549,8 @@ def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bo
                hardware=hardware(), device=str(device), steps=step, tokens_seen=seen,
                wall_clock_s=round(elapsed, 3), val_loss=val_loss, val_ppl=math.exp(val_loss),
                test_loss=test_loss, test_ppl=math.exp(test_loss), dt=dt_per_head(model))
-    if d.main: atomic_write(out / "result.json", json.dumps(res, indent=1))
+    if d.main:
+        atomic_write(out / "result.json", json.dumps(res, indent=1))
     return res
 
 # %% ../nbs/05_train.ipynb #3dadcc04
@@ -532,8 +579,10 @@ def train_main(argv: list[str] | None = None) -> int:
         raise UsageError(f"coupled-qk train: --resume, but {out} holds no run (no ckpt.pt); run without --resume to start it")
     if held and not (a.resume or a.overwrite):
         raise UsageError(f"coupled-qk train: {out} already holds a run; pass --resume to continue it or --overwrite to start afresh")
-    try: res = train(cfg, out, resume=not a.overwrite, quiet=a.quiet, wait=False)
-    finally: _destroy_process_group()
+    try:
+        res = train(cfg, out, resume=not a.overwrite, quiet=a.quiet, wait=False)
+    finally:
+        _destroy_process_group()
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"val ppl {res['val_ppl']:.3f}, test ppl {res['test_ppl']:.3f}; results in {out}")
     return 0

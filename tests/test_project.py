@@ -63,3 +63,10 @@ def test_ci_runs_readme_test_command():
     assert cmds[:2] == ["make reproduce", "make test"], f"README's first two commands are {cmds[:2]}"
     ci = [l.strip() for l in (ROOT / ".ci/run").read_text().splitlines() if l.strip() and not l.startswith("#")]
     assert ci[-1] == "make test", ".ci/run must end by running the README's test command"
+
+
+def test_ruff_clean():
+    "The exported package passes the project's ruff rules (pyproject.toml [tool.ruff]): fix them in the notebooks."
+    r = subprocess.run([BIN / "ruff", "check", "--output-format", "concise", "coupled_qk"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-1000:]
