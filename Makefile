@@ -11,7 +11,7 @@ PYTHON  ?= python3
 # An unpinned torch pulls a multi-GB CUDA build; without a GPU we pin the CPU build.
 TORCH   ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo torch || echo torch==2.13.0)
 
-.PHONY: setup test reproduce export clean-nbs
+.PHONY: setup test reproduce docs export clean-nbs
 
 setup: $(VENV)/.installed
 
@@ -28,6 +28,16 @@ test: setup
 # The main job: regenerate the figures and tables at SCALE (default: cpu).
 reproduce: setup
 	$(VENV)/bin/coupled-qk reproduce $(ARTIFACTS) --scale $(SCALE) --jobs $(JOBS)
+
+# A static HTML site of the chapters, paper and experiment notebooks in _docs/ (nbconvert: a registry-installable
+# tool that needs no Quarto binary), with the front page as index.html. EXECUTE=1 runs each notebook first.
+EXECUTE ?=
+docs: setup
+	rm -rf _docs && mkdir -p _docs/paper _docs/experiments
+	$(VENV)/bin/jupyter-nbconvert --to html --output-dir _docs $(if $(EXECUTE),--execute) nbs/*.ipynb
+	$(VENV)/bin/jupyter-nbconvert --to html --output-dir _docs/paper $(if $(EXECUTE),--execute) nbs/paper/*.ipynb
+	$(VENV)/bin/jupyter-nbconvert --to html --output-dir _docs/experiments nbs/experiments/*.ipynb
+	@echo "docs: open _docs/index.html"
 
 # Developer helpers: export the package from the notebooks, and clean the notebooks.
 export: setup
