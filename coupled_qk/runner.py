@@ -15,27 +15,36 @@ from .registry import (ARTIFACTS, KINDS, SCALE_SPECS, Run, artifact_runs, is_don
                                  scale_spec)
 
 # %% auto #0
-__all__ = ['CPU_TOKENS_PER_S', 'CUDA_TOKENS_PER_S', 'RUN_OVERHEAD_S', 'EXPERIMENTS', 'estimate_seconds', 'nbs_dir',
-           'experiment_config', 'NotebookFailed', 'run_notebook', 'execute_run', 'write_summary', 'glue_dir_for',
-           'unavailable', 'prepare_corpora', 'prepare_data', 'ReproReport', 'reproduce', 'print_plan', 'drift_lines',
-           'reproduce_main']
+__all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'EXPERIMENTS', 'lm_macs_per_token', 'estimate_seconds', 'nbs_dir', 'experiment_config',
+           'NotebookFailed', 'run_notebook', 'execute_run', 'write_summary', 'glue_dir_for', 'unavailable',
+           'prepare_corpora', 'prepare_data', 'ReproReport', 'reproduce', 'print_plan', 'drift_lines', 'reproduce_main']
 
 # %% ../nbs/09b_runner.ipynb #18a5bd6d
-CPU_TOKENS_PER_S = {"smoke": 60_000, "cpu": 11_000, "paper-60m": 300, "paper-150m": 120, "paper-350m": 50}
-CUDA_TOKENS_PER_S = {"smoke": 400_000, "cpu": 400_000, "paper-60m": 250_000, "paper-150m": 110_000, "paper-350m": 50_000}
+# Multiply-accumulates per second of one training job: on this 2-core CPU one thread per job, two jobs at
+# once (measured: d 64 × 2 layers ran 20k tokens/s at 0.49M MACs a training token, d 96 × 3 layers 8.3k at 1.6M);
+# on a GPU, a rough guess for bf16, not a measurement.
+MACS_PER_S = {"cpu": 1.1e10, "cuda": 4.0e13}
 RUN_OVERHEAD_S = {"lm": 12, "mqar": 8, "glue": 10}
 
+def lm_macs_per_token(c: dict) -> float:
+    "Multiply-accumulates of one training token (forward and backward = 3 × forward) of an LM run's config."
+    from coupled_qk.model import PRESETS
+    p = PRESETS[c["preset"]]
+    d, layers = c.get("d_model") or p.d_model, c.get("n_layers") or p.n_layers
+    vocab = int(c["tokenizer"].split("-")[1]) if str(c.get("tokenizer", "")).startswith("bpe-") else p.vocab_size
+    coupling = 1 + 0.1 * (c.get("n_steps") or 1) if c["variant"] != "standard" else 1
+    return 3 * (12 * d * d * layers * coupling + vocab * d)
+
 def estimate_seconds(run: Run, device_type: str = "cpu") -> float:
-    "Rough wall-clock of `run` on a device of this type."
+    "Rough wall-clock of `run` as one of the parallel jobs on a device of this type."
     c = run.config
     if run.kind == "lm":
         from coupled_qk.model import PRESETS
-        p = PRESETS[c["preset"]]
-        per_step = c["batch_size"] * c.get("grad_accum", 1) * c.get("seq_len", p.seq_len)
-        tps = (CUDA_TOKENS_PER_S if device_type == "cuda" else CPU_TOKENS_PER_S)[c["preset"]]
-        width = (c.get("d_model", p.d_model) / p.d_model) ** 2 * c.get("n_layers", p.n_layers) / p.n_layers
-        slow = 1 + 0.08 * (c.get("n_steps", 1) - 1) if c["variant"] != "standard" else 1
-        return RUN_OVERHEAD_S["lm"] + c["max_steps"] * per_step / tps * max(width, 0.5) * slow * 1.15  # + evaluation
+        seq = c.get("seq_len") or PRESETS[c["preset"]].seq_len
+        tokens = c["max_steps"] * c["batch_size"] * c.get("grad_accum", 1) * seq
+        evals = (c["max_steps"] // max(1, c.get("eval_every") or c["max_steps"]) + 2) * (c.get("eval_batches") or 50) \
+            * c["batch_size"] * seq / 3                 # evaluation is forward only: a third of a training token
+        return RUN_OVERHEAD_S["lm"] + (tokens + evals) * lm_macs_per_token(c) / MACS_PER_S[device_type]
     if run.kind == "mqar":
         tps = 35_000 if device_type == "cpu" else 2_000_000     # measured: 33-36k tokens/s, one thread
         from coupled_qk.mqar import MQAR_PRESETS
@@ -245,7 +254,7 @@ def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type
     kinds = {k: sum(r.kind == k for r in todo) for k in KINDS}
     print(f"unique runs: {len(runs)}; to run: {len(todo)} ({', '.join(f'{n} {k}' for k, n in kinds.items() if n)})")
     print(f"estimated training time: {est / 60:.0f} min on one {device_type} job (divide by --jobs where cores "
-          f"or GPUs allow), plus about {len(artifacts) * 8 / 60:.0f} min for the artifact notebooks")
+          f"or GPUs allow), plus about {len(artifacts) * 25 / 60:.0f} min for the artifact notebooks")
 
 def drift_lines(scale: str) -> list[str]:
     "One line per embedded corpus of `scale` whose prepared text differs from the pinned one the figures used."
