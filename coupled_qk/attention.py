@@ -19,7 +19,7 @@ from .invertible import InvertibleCoupling
 
 # %% auto #0
 __all__ = ['VARIANTS', 'COUPLED', 'INVERTIBLE', 'DIFFERENTIAL', 'POSITIONAL', 'ATTENTION', 'AttentionConfig', 'Rotary', 'attend',
-           'attention_map', 'naive_attend', 'dynamics_of', 'CausalSelfAttention', 'lambda_init',
+           'attention_map', 'naive_attend', 'dynamics_of', 'before_scoring', 'CausalSelfAttention', 'lambda_init',
            'DifferentialAttention', 'build_attention']
 
 # %% ../nbs/01_attention.ipynb #01c6ddd0
@@ -125,6 +125,16 @@ def dynamics_of(cfg: AttentionConfig, n_heads: int, head_dim: int) -> CoupledDyn
     dyn.dt.requires_grad_(cfg.learn_dt)
     return dyn
 
+def before_scoring(layer: nn.Module, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+    "What every variant does to (q, k) before scoring: its dynamics or coupling (if any), then rotary (if any)."
+    if layer.dynamics is not None:
+        q, k = layer.dynamics(q, k)
+    if layer.coupling is not None:
+        q, k = layer.coupling(q, k)
+    if layer.rope is not None:
+        q, k = layer.rope(q), layer.rope(k)
+    return q, k
+
 class CausalSelfAttention(nn.Module):
     "Causal self-attention: `standard`, coupled (`hamiltonian`, `euler`, `mlp_only`) or `invertible`, per `cfg.variant`."
     def __init__(self, cfg: AttentionConfig, d_model: int, n_heads: int, layer_idx: int = 0):
@@ -143,12 +153,7 @@ class CausalSelfAttention(nn.Module):
         "q, k (after the dynamics or coupling, and rotary) and v, each (B, H, T, d_h)."
         B, T, _ = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        if self.dynamics is not None:
-            q, k = self.dynamics(q, k)
-        if self.coupling is not None:
-            q, k = self.coupling(q, k)
-        if self.rope is not None:
-            q, k = self.rope(q), self.rope(k)
+        q, k = before_scoring(self, q, k)
         return q, k, v
 
     def forward(self, x: Tensor, naive: bool = False) -> Tensor:
@@ -194,12 +199,7 @@ class DifferentialAttention(nn.Module):
         q = q.view(B, T, 2 * h, d).transpose(1, 2)                 # (B, 2h, T, d)
         k = k.view(B, T, 2 * h, d).transpose(1, 2)
         v = v.view(B, T, h, 2 * d).transpose(1, 2)                 # (B, h, T, 2d)
-        if self.dynamics is not None:
-            q, k = self.dynamics(q, k)
-        if self.coupling is not None:
-            q, k = self.coupling(q, k)
-        if self.rope is not None:
-            q, k = self.rope(q), self.rope(k)
+        q, k = before_scoring(self, q, k)
         lam = self.lam().to(q.dtype)
         if naive:
             y = (attention_map(q[:, 0::2], k[:, 0::2]) - lam * attention_map(q[:, 1::2], k[:, 1::2])) @ v
