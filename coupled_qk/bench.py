@@ -6,7 +6,6 @@ side by side in one run: variants interleaved over repeats, medians, and ratios 
 # %% ../nbs/12_bench.ipynb #0353a6b7
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import resource
@@ -288,13 +287,14 @@ def write_bench(df, summary, out: Path, command: str) -> Path:
 
 def bench_main(argv: list[str] | None = None) -> int:
     "coupled-qk bench: measure every variant side by side and write the table."
-    p = argparse.ArgumentParser(prog="coupled-qk bench", description=bench_main.__doc__)
+    from coupled_qk.cli import Parser, UsageError
+    p = Parser(prog="coupled-qk bench", description=bench_main.__doc__)
     p.add_argument("--shapes", nargs="+", default=["cpu", "paper-60m"], help=f"model presets: {', '.join(PRESETS)}")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), help=f"{', '.join(VARIANTS)}")
     p.add_argument("--modes", nargs="+", default=None, help=f"{', '.join(MODES)} (default: eager on CPU; eager, bf16, bf16+compile on CUDA)")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=3, help="measurements of each variant, interleaved (default 3)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps before each measurement (default 2)")
+    p.add_argument("--steps", type=int, default=5, help="timed training steps of each measurement (default 5)")
     p.add_argument("--n-steps", type=int, default=1, help="integration steps of the coupled variants")
     p.add_argument("--batch", type=int, default=None, help="batch size for every shape (default: per shape)")
     p.add_argument("--seq", type=int, default=None, help="sequence length for every shape (default: per shape)")
@@ -312,7 +312,7 @@ def bench_main(argv: list[str] | None = None) -> int:
         if dev.type != "cuda" and any("bf16" in m for m in modes):
             raise ValueError("bf16 modes are measured on CUDA only; on this device use --modes eager (or compile)")
     except ValueError as e:
-        p.error(str(e))
+        raise UsageError(str(e)) from None
     df = run_bench(cfg, progress=not a.quiet)
     summary = summarize(df)
     out = a.out or load_settings().figures_dir / "benchmark" / dev.type

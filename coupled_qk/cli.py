@@ -19,7 +19,8 @@ class UsageError(UserError):
 
 class Parser(argparse.ArgumentParser):
     "argparse whose errors are raised (one line at the boundary) instead of printed with the usage."
-    def error(self, message): raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+    def error(self, message):
+        raise UsageError(f"{message} (see {self.prog} --help)")
 
 def field_docs(cls) -> dict[str, str]:
     "The trailing `# comment` of each field line in a dataclass's source: the field's documentation."

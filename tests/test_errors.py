@@ -116,6 +116,8 @@ CASES = [
     ("reproduce-scale", ["reproduce", "--scale", "huge"], {}, "valid: smoke, cpu, paper"),
     ("reproduce-jobs", ["reproduce", "--jobs", "0"], {}, "give 1 or more"),
     ("reproduce-budget", ["reproduce", "--budget", "-1"], {}, "positive multiplier"),
+    ("bench-shape", ["bench", "--shapes", "nosuch"], {}, "valid: smoke, cpu"),
+    ("bench-bf16-on-cpu", ["bench", "--shapes", "cpu", "--modes", "bf16"], {}, "measured on CUDA only"),
     ("reproduce-redraw-nothing", ["reproduce", "steps", "--scale", "smoke", "--redraw"], {}, "--redraw"),
 ]
 
@@ -143,6 +145,7 @@ def test_bad_input_is_one_line(case, tmp_path, monkeypatch):
     assert rc == 2, (rc, err.getvalue())
     assert len(lines) == 1 and "Traceback" not in err.getvalue(), err.getvalue()
     assert needle in lines[0], lines[0]
+    assert lines[0].count("coupled-qk") <= 2, lines[0]          # the command named once (and maybe its --help)
     assert _snapshot(ws) == before, "a bad input changed or removed files"
 
 
