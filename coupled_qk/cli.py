@@ -10,8 +10,8 @@ from dataclasses import fields
 from .settings import UserError
 
 # %% auto #0
-__all__ = ['EXPECTED', 'COMMANDS', 'UsageError', 'Parser', 'field_docs', 'config_parser', 'config_from_args', 'one_line',
-           'run_command', 'main']
+__all__ = ['EXPECTED', 'COMMANDS', 'UsageError', 'Parser', 'field_docs', 'config_parser', 'config_from_args',
+           'run_config_command', 'one_line', 'run_command', 'main']
 
 # %% ../nbs/11_cli.ipynb #5be5c8f9
 class UsageError(UserError):
@@ -63,6 +63,23 @@ def config_parser(cls, prog: str, description: str, choices: dict | None = None)
 def config_from_args(cls, a: argparse.Namespace):
     "The dataclass `cls` from parsed options (only the options given; the rest keep their defaults)."
     return cls(**{f.name: getattr(a, f.name) for f in fields(cls) if getattr(a, f.name) is not None})
+
+def run_config_command(argv, cls, kind: str, description: str, choices: dict, run, summary) -> int:
+    """The shape the `mqar` and `glue` commands share: options from the dataclass `cls`, `--out` and `--quiet`,
+    one run by `run(cfg, out, quiet=..., wait=False)`, and one result line `summary(result)`."""
+    from pathlib import Path
+    from coupled_qk.settings import resolve_device
+    from coupled_qk.train import default_run_dir
+    p = config_parser(cls, f"coupled-qk {kind}", description, choices)
+    p.add_argument("--out", type=Path, default=None, help=f"run directory (default: runs_dir/{kind}/<run id>)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    a = p.parse_args(argv)
+    cfg = config_from_args(cls, a)
+    resolve_device(cfg.device)
+    out = a.out or default_run_dir(kind, cfg)
+    res = run(cfg, out, quiet=a.quiet, wait=False)
+    print(f"{summary(res)}; results in {out}")
+    return 0
 
 # %% ../nbs/11_cli.ipynb #4499b036
 EXPECTED = (UserError, OSError, configparser.Error)

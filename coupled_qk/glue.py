@@ -22,7 +22,7 @@ from .provenance import git_revision, hardware
 from .train import (TrainConfig, ConfigError, check_choice, check_corpus, check_tokenizer, config_hash,
                               default_run_dir, make_optimizer, cosine_lr, load_checkpoint, run_lock, CHOICES)
 from .provenance import atomic_write
-from .cli import config_parser, config_from_args
+from .cli import run_config_command
 
 # %% auto #0
 __all__ = ['GLUE_TASKS', 'GLUE_FILE_TYPES', 'POOLINGS', 'INITS', 'GlueTask', 'GlueSplit', 'load_glue', 'GlueConfig',
@@ -360,14 +360,6 @@ def _finetune(cfg: GlueConfig, out: Path, device, quiet: bool) -> dict:
 # %% ../nbs/06_glue.ipynb #f0d6ca71
 def glue_main(argv: list[str] | None = None) -> int:
     "`coupled-qk glue --task T --run DIR [--init scratch] ...`"
-    p = config_parser(GlueConfig, "coupled-qk glue", "Fine-tune a language-model run on a GLUE task.",
-                      dict(CHOICES, task=tuple(GLUE_TASKS), init=INITS, pooling=POOLINGS))
-    p.add_argument("--out", type=Path, default=None, help="run directory (default: runs_dir/glue/<run id>)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    a = p.parse_args(argv)
-    cfg = config_from_args(GlueConfig, a)
-    resolve_device(cfg.device)
-    out = a.out or default_run_dir("glue", cfg)
-    res = finetune(cfg, out, quiet=a.quiet, wait=False)
-    print(f"eval accuracy {res['eval_acc']:.3f} (majority {res['majority_acc']:.3f}); results in {out}")
-    return 0
+    return run_config_command(argv, GlueConfig, "glue", "Fine-tune a language-model run on a GLUE task.",
+                              dict(CHOICES, task=tuple(GLUE_TASKS), init=INITS, pooling=POOLINGS), finetune,
+                              lambda r: f"eval accuracy {r['eval_acc']:.3f} (majority {r['majority_acc']:.3f})")

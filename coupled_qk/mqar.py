@@ -278,7 +278,7 @@ from .provenance import atomic_write
 from .provenance import git_revision, hardware
 from .train import (ConfigError, check_choice, check_same_run, config_hash, cosine_lr, default_run_dir,
                               dt_per_head, make_optimizer, run_lock)
-from .cli import config_parser, config_from_args
+from .cli import run_config_command
 
 # %% ../nbs/04_mqar.ipynb #27999699
 ZOOLOGY_LRS = (1e-4, 4.6e-4, 2.2e-3, 1e-2)       # np.logspace(-4, -2, 4), Zoology's MQAR sweep
@@ -470,14 +470,6 @@ def _train_mqar(cfg: MQARTrainConfig, out: Path, device, quiet: bool) -> dict:
 # %% ../nbs/04_mqar.ipynb #2352b684
 def mqar_main(argv: list[str] | None = None) -> int:
     "`coupled-qk mqar --task easy --variant V [--lrs 1e-3 3e-3] [--out DIR]`"
-    p = config_parser(MQARTrainConfig, "coupled-qk mqar", "Train MQAR with a learning-rate sweep.",
-                      dict(task=tuple(MQAR_PRESETS), variant=VARIANTS, positional=POSITIONAL))
-    p.add_argument("--out", type=Path, default=None, help="run directory (default: runs_dir/mqar/<run id>)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    a = p.parse_args(argv)
-    cfg = config_from_args(MQARTrainConfig, a)
-    resolve_device(cfg.device)
-    out = a.out or default_run_dir("mqar", cfg)
-    res = train_mqar(cfg, out, quiet=a.quiet, wait=False)
-    print(f"best lr {res['best_lr']:.3g}, test accuracy {res['test_acc']:.3f}; results in {out}")
-    return 0
+    return run_config_command(argv, MQARTrainConfig, "mqar", "Train MQAR with a learning-rate sweep.",
+                              dict(task=tuple(MQAR_PRESETS), variant=VARIANTS, positional=POSITIONAL), train_mqar,
+                              lambda r: f"best lr {r['best_lr']:.3g}, test accuracy {r['test_acc']:.3f}")
