@@ -15,9 +15,9 @@ from scipy import optimize, stats, special
 
 # %% auto #0
 __all__ = ['COMPARE_COLUMNS', 'PAIRED_COLUMNS', 'EQUIVALENCE_MARGIN_PCT', 'VERDICTS', 'describe', 'fmt_mean_std', 'welch',
-           'hedges_j', 'effect_size', 'hedges_g', 'relative_change_ci', 'variance_ratio_test', 'holm', 'compare', 'mde',
-           'mean_test', 'paired_test', 'pair', 'compare_paired', 'verdict', 'tokens_to_target',
-           'tokens_to_target_ratio']
+           'hedges_j', 'effect_size', 'hedges_g', 'relative_change_ci', 'variance_ratio_test', 'holm',
+           'comparison_groups', 'compare', 'mde', 'mean_test', 'paired_test', 'pair', 'compare_paired', 'verdict',
+           'tokens_to_target', 'tokens_to_target_ratio']
 
 # %% ../nbs/07_stats.ipynb #744a14f7
 def _clean(x) -> np.ndarray:
@@ -175,17 +175,21 @@ COMPARE_COLUMNS = ["group", "baseline", "n", "mean", "std", "n_base", "mean_base
                    "p_holm", "significant", "hedges_g", "cohens_d", "std_ratio", "f_p", "bf_p", "direction",
                    "reason"]
 
-def compare(results: pd.DataFrame, metric: str, group_col: str = "variant", baseline: str = "standard",
-            groups=None, lower_is_better: bool = True, alpha: float = 0.05, n_boot: int = 10_000,
-            confidence: float = 0.95, seed: int = 0, method: str = "percentile", digits: int = 2) -> pd.DataFrame:
-    "One row per non-baseline group of `results[group_col]`: every statistic of `metric` against `baseline`."
-    for c in (metric, group_col):
+def comparison_groups(results: pd.DataFrame, baseline: str, group_col: str, groups, columns) -> list:
+    "Check that `columns` exist and `baseline` is present; the groups to compare with it (all others by default)."
+    for c in columns:
         if c not in results.columns:
             raise KeyError(f"column {c!r} not in results; columns: {list(results.columns)}")
     present = list(pd.unique(results[group_col]))
     if baseline not in present:
         raise ValueError(f"baseline {baseline!r} not among {group_col} values {present}")
-    groups = [g for g in (present if groups is None else groups) if g != baseline]
+    return [g for g in (present if groups is None else groups) if g != baseline]
+
+def compare(results: pd.DataFrame, metric: str, group_col: str = "variant", baseline: str = "standard",
+            groups=None, lower_is_better: bool = True, alpha: float = 0.05, n_boot: int = 10_000,
+            confidence: float = 0.95, seed: int = 0, method: str = "percentile", digits: int = 2) -> pd.DataFrame:
+    "One row per non-baseline group of `results[group_col]`: every statistic of `metric` against `baseline`."
+    groups = comparison_groups(results, baseline, group_col, groups, (metric, group_col))
     base = _clean(results.loc[results[group_col] == baseline, metric])
     db, rows = describe(base), []
     for g in groups:
@@ -276,13 +280,7 @@ def compare_paired(results: pd.DataFrame, metric: str, group_col: str = "variant
                    groups=None, pair_col: str = "seed", lower_is_better: bool = True, alpha: float = 0.05,
                    n_boot: int = 10_000, seed: int = 0, power: float = 0.8, digits: int = 2) -> pd.DataFrame:
     "One row per non-baseline group: paired statistics of `metric` against `baseline` over shared seeds, Holm across rows; Welch as the check."
-    for c in (metric, group_col, pair_col):
-        if c not in results.columns:
-            raise KeyError(f"column {c!r} not in results; columns: {list(results.columns)}")
-    present = list(pd.unique(results[group_col]))
-    if baseline not in present:
-        raise ValueError(f"baseline {baseline!r} not among {group_col} values {present}")
-    groups = [g for g in (present if groups is None else groups) if g != baseline]
+    groups = comparison_groups(results, baseline, group_col, groups, (metric, group_col, pair_col))
     base_all = _clean(results.loc[results[group_col] == baseline, metric])
     rows = []
     for g in groups:
