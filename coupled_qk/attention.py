@@ -20,7 +20,7 @@ from .invertible import InvertibleCoupling
 # %% auto #0
 __all__ = ['VARIANTS', 'COUPLED', 'INVERTIBLE', 'DIFFERENTIAL', 'POSITIONAL', 'ATTENTION', 'AttentionConfig', 'Rotary', 'attend',
            'attention_map', 'naive_attend', 'dynamics_of', 'before_scoring', 'CausalSelfAttention', 'lambda_init',
-           'DifferentialAttention', 'build_attention']
+           'SubLayerNorm', 'DifferentialAttention', 'build_attention']
 
 # %% ../nbs/01_attention.ipynb #01c6ddd0
 VARIANTS = ("standard", "hamiltonian", "euler", "mlp_only", "differential", "coupled_differential",
@@ -46,6 +46,7 @@ class AttentionConfig:
     rope_base: float = 10_000.0
     recompute: bool = True           # recompute the dynamics or coupling in the backward pass instead of storing them
     learn_dt: bool = True            # False: Δt stays at dt_init (dt_init = 0 then makes the layer its parent, in training too)
+    subln_gain: float = 1.0          # Differential Attention's sub-layer-norm gain at init (1 in the reference; see the text)
 
     def __post_init__(self):
         for kind, value, valid in (("attention variant", self.variant, VARIANTS),
@@ -166,6 +167,18 @@ def lambda_init(layer_idx: int) -> float:
     "Differential Attention's λ_init for a 0-based layer index."
     return 0.8 - 0.6 * math.exp(-0.3 * layer_idx)
 
+class SubLayerNorm(nn.RMSNorm):
+    "Differential Attention's RMSNorm over each head's output, its gain starting at `gain` (the reference: 1)."
+    def __init__(self, d: int, gain: float = 1.0):
+        super().__init__(d, eps=1e-5, elementwise_affine=True)
+        self.gain = gain
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        super().reset_parameters()
+        with torch.no_grad():
+            self.weight.fill_(getattr(self, "gain", 1.0))
+
 class DifferentialAttention(nn.Module):
     "Differential Attention V1 (`differential`), with q/k dynamics (`coupled_differential`) or coupling (`invertible_differential`)."
     def __init__(self, cfg: AttentionConfig, d_model: int, n_heads: int, layer_idx: int = 0):
@@ -180,7 +193,7 @@ class DifferentialAttention(nn.Module):
         self.lambda_init = lambda_init(layer_idx)
         self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2 = (
             nn.Parameter(torch.randn(d) * 0.1) for _ in range(4))
-        self.subln = nn.RMSNorm(2 * d, eps=1e-5, elementwise_affine=True)
+        self.subln = SubLayerNorm(2 * d, cfg.subln_gain)
         self.rope = Rotary(d, cfg.rope_base) if cfg.positional == "rope" else None
         self.dynamics = dynamics_of(cfg, 2 * self.n_heads, d)
         self.coupling = (InvertibleCoupling(2 * self.n_heads, d, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
