@@ -22,8 +22,8 @@ __all__ = ['SPLITS', 'TEXT_COLUMNS', 'CAPS', 'PINS', 'DEBMIX_PACKAGES', 'EMBEDDE
            'unpack_deb', 'EmbeddedCaps', 'Pin', 'source_versions', 'prepared_versions', 'drift', 'chunk_lines',
            'rst_section_start', 'py_toplevel_start', 'build_pydocs', 'build_pystdlib', 'dictd_entries',
            'fortune_cookies', 'kjv_chapters', 'build_debmix', 'hub_reachable', 'load_hub', 'build_hub', 'read_manifest',
-           'source_of', 'source_key', 'corpus_dir', 'known_fingerprint', 'prepare', 'warn', 'Corpus', 'load_corpus',
-           'data_main']
+           'embedded_packages', 'source_of', 'source_key', 'corpus_dir', 'known_fingerprint', 'prepare', 'warn',
+           'Corpus', 'load_corpus', 'data_main']
 
 # %% ../nbs/03a_corpora.ipynb #b38a3a11
 class DataError(UserError):
@@ -252,9 +252,10 @@ def _apt_download(spec: str, dest: Path) -> subprocess.CompletedProcess:
         r = _run(["apt-get", "download", spec], cwd=dest)
     return r
 
-def fetch_deb(package: str, version: str | None = None, dest: Path | None = None) -> Path:
+def fetch_deb(package: str, version: str | None = None, dest: Path | None = None, exact: bool = False) -> Path:
     """The .deb of `package` in `dest` (default data/debs), downloaded with `apt-get download` unless already
-    there: exactly `version` when apt still has it, else apt's candidate (the caller compares versions)."""
+    there: exactly `version` when apt still has it, else apt's candidate (the caller compares versions);
+    `exact`: that version or an error, never the candidate (a version the user asked for by name)."""
     dest = Path(dest or data_dir() / "debs")
     dest.mkdir(parents=True, exist_ok=True)
     have = _downloaded(package, dest, version)
@@ -264,6 +265,9 @@ def fetch_deb(package: str, version: str | None = None, dest: Path | None = None
         raise DataError(f"Debian package {package} is needed but apt-get is not available; "
                         "pick the embedded corpus pystdlib (no download) or name a local corpus in settings.ini")
     r = _apt_download(f"{package}={version}", dest) if version else None
+    if exact and r is not None and r.returncode:
+        raise DataError(f"{package}={version} is not in apt's package lists (`apt-cache madison {package}` lists what is); "
+                        f"add the archive that has it to apt's sources and run `apt-get update`, or put its .deb in {dest}")
     if r is None or r.returncode:               # the pinned version left the archive: take the candidate
         r = _apt_download(package, dest)
     have = _downloaded(package, dest, None)
@@ -374,10 +378,9 @@ def py_toplevel_start(lines, i) -> bool:
     "A top-level def/class (or its first decorator) starts at line i."
     return bool(_PY_TOP.match(lines[i])) and not (i > 0 and lines[i - 1].startswith("@"))
 
-def build_pydocs(work: Path) -> tuple[list[str], dict]:
-    pinned = PINS["pydocs"].packages
-    pkg = next(iter(pinned)) if pinned else _python_doc_package()
-    deb = fetch_deb(pkg, pinned.get(pkg))
+def build_pydocs(work: Path, packages: dict) -> tuple[list[str], dict]:
+    pkg = next(iter(packages)) if packages else _python_doc_package()
+    deb = fetch_deb(pkg, packages.get(pkg), exact=packages != PINS["pydocs"].packages)
     root = unpack_deb(deb, work / pkg)
     files = sorted(root.glob("usr/share/doc/python3*/html/_sources/**/*.txt"))
     if not files:
@@ -389,7 +392,7 @@ def build_pydocs(work: Path) -> tuple[list[str], dict]:
 
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 
-def build_pystdlib(work: Path) -> tuple[list[str], dict]:
+def build_pystdlib(work: Path, packages: dict) -> tuple[list[str], dict]:
     lib = Path(sysconfig.get_paths()["stdlib"])
     files = []
     for r, ds, fs in os.walk(lib):
@@ -442,8 +445,8 @@ def kjv_chapters(bible_bin: Path, data_folder: Path) -> list[str]:
             chapters.setdefault(m.group(1), []).append(f"{m.group(2)} {m.group(3)}")
     return [f"{ref}\n" + "\n".join(vs) for ref, vs in chapters.items()]
 
-def build_debmix(work: Path) -> tuple[list[str], dict]:
-    debs = {p: fetch_deb(p, PINS["debmix"].packages.get(p)) for p in DEBMIX_PACKAGES}
+def build_debmix(work: Path, packages: dict) -> tuple[list[str], dict]:
+    debs = {p: fetch_deb(p, packages.get(p)) for p in DEBMIX_PACKAGES}
     root = work / "debmix"
     for deb in debs.values():
         unpack_deb(deb, root)
@@ -562,6 +565,9 @@ def _resolve(name: str) -> tuple[str, str, Path | None]:
         return n, "local", Path(p).expanduser().resolve()
     if name in EMBEDDED:
         return name, "embedded", None
+    if name.split("@")[0] in EMBEDDED:
+        embedded_packages(name)                   # checks that the name takes a version
+        return name.split("@")[0], "embedded", None
     if name in HUB_CORPORA:
         local = getattr(load_settings(), HUB_CORPORA[name][1])
         return (name, "local", local) if local else (name, "hub", None)
@@ -570,18 +576,31 @@ def _resolve(name: str) -> tuple[str, str, Path | None]:
         if not p.exists():
             raise DataError(f"local corpus path {p} does not exist")
         return re.sub(r"[^A-Za-z0-9_\-]+", "_", p.stem.split(".")[0]), "local", p
-    raise DataError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, NAME=PATH, or a path to a "
+    raise DataError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, pydocs@VERSION, NAME=PATH, or a path to a "
                     ".txt/.jsonl/.parquet file or folder")
+
+def embedded_packages(name: str) -> dict:
+    """The Debian packages and versions embedded corpus `name` is built from: its pins, or for `pydocs@VERSION`
+    that version of its one package (to measure, or reproduce, a point release's text on purpose)."""
+    base, _, version = name.partition("@")
+    pinned = PINS[base].packages if base in PINS else {}
+    if not version:
+        return pinned
+    if len(pinned) != 1 or not re.fullmatch(r"[0-9A-Za-z.+:~\-]+", version):
+        example = f"pydocs@{PINS['pydocs'].packages['python3.11-doc']}"
+        raise DataError(f"corpus {name!r}: only an embedded corpus built from one Debian package takes @VERSION; "
+                        f"valid: pydocs@VERSION, e.g. {example}")
+    return {next(iter(pinned)): version}
 
 def source_of(name: str) -> dict:
     """What corpus `name` is built from, by content: a local copy's files and their sha256, a hub id, or an
     embedded corpus's pinned sources (and, for pystdlib, this interpreter)."""
-    name, kind, path = _resolve(name)
+    spec, (name, kind, path) = name, _resolve(name)
     if kind == "hub":
         return dict(name=name, hub=getattr(load_settings(), HUB_CORPORA[name][0]))
     if kind == "embedded":
         python = sys.version.split()[0] if name == "pystdlib" else None
-        return dict(name=name, embedded=PINS[name].packages, python=python)
+        return dict(name=name, embedded=embedded_packages(spec), python=python)
     if not Path(path).exists():
         key = HUB_CORPORA[name][1] if name in HUB_CORPORA else None
         raise DataError(f"{name}: local path {path} does not exist" + (f" (setting {key} / COUPLED_QK_{key.upper()})" if key else ""))
@@ -607,7 +626,7 @@ def known_fingerprint(name: str) -> str:
     if meta.is_file():
         return json.loads(meta.read_text())["fingerprint"]
     n, kind, _ = _resolve(name)
-    if kind == "embedded":
+    if kind == "embedded" and "@" not in name:
         return PINS[n].fingerprint
     if kind == "hub":
         return f"unprepared:{source_key(src)[:12]}"
@@ -628,11 +647,11 @@ def prepare(name: str, force: bool = False, log=None) -> dict:
         return _build(name, src, out, log)
 
 def _build(name: str, src: dict, out: Path, log) -> dict:
-    name, kind, path = _resolve(name)
+    spec, (name, kind, path) = name, _resolve(name)
     t0 = datetime.datetime.now()
     with tempfile.TemporaryDirectory(dir=data_dir()) as work:
         if kind == "embedded":
-            docs, info = EMBEDDED[name](Path(work))
+            docs, info = EMBEDDED[name](Path(work), src["embedded"])
             splits = hash_split(docs)
         elif kind == "hub":
             splits, info = build_hub(name)
@@ -653,7 +672,7 @@ def _build(name: str, src: dict, out: Path, log) -> dict:
     if meta["drift"]:
         (log or warn)(meta["drift"])
     atomic_write(out / "meta.json", json.dumps(meta, indent=1))      # written last: a finished build
-    _write_manifest(name, meta)
+    _write_manifest(spec, meta)          # pydocs@VERSION has its own entry
     return meta
 
 def warn(msg: str) -> None:
@@ -691,7 +710,7 @@ def data_main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="coupled-qk data", description="Prepare and list corpora.")
     sub = p.add_subparsers(dest="cmd", required=True)
     pp = sub.add_parser("prepare", help="prepare corpora (idempotent)")
-    pp.add_argument("names", nargs="+", metavar="NAME", help=f"{', '.join(CORPORA)}, NAME=PATH or a path")
+    pp.add_argument("names", nargs="+", metavar="NAME", help=f"{', '.join(CORPORA)}, pydocs@VERSION, NAME=PATH or a path")
     pp.add_argument("--tokenizer", action="append", default=[], help="also build token caches (gpt2, bytes, bpe-N)")
     pp.add_argument("--force", action="store_true", help="rebuild even if prepared")
     sub.add_parser("list", help="list corpora, tokenizers and what is prepared")
@@ -699,7 +718,7 @@ def data_main(argv: list[str] | None = None) -> int:
     try:
         if a.cmd == "list":
             man = read_manifest()
-            print("corpora:    " + ", ".join(CORPORA) + ", NAME=PATH")
+            print("corpora:    " + ", ".join(CORPORA) + ", pydocs@VERSION, NAME=PATH")
             print("tokenizers: " + ", ".join(TOKENIZERS))
             print(f"prepared ({load_settings().data_dir / MANIFEST}):")
             for n, m in man.items():

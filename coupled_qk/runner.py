@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from .settings import load_settings, UserError
 from .provenance import atomic_write
-from .registry import (ARTIFACTS, KINDS, SCALE_SPECS, Run, artifact_runs, is_done, plan, run_dir,
+from .registry import (ARTIFACTS, DEFAULT_ARTIFACTS, KINDS, SCALE_SPECS, Run, artifact_runs, is_done, plan, run_dir,
                                  scale_spec)
 
 # %% auto #0
@@ -127,11 +127,15 @@ def glue_dir_for() -> Path | None:
     return None
 
 def unavailable(artifacts, scale: str) -> dict[str, str]:
-    "Artifacts whose data is not configured here, each with one line saying how to enable it."
+    "Artifacts that cannot be made here, each with one line saying why and how to enable it."
+    out = {}
     if "glue" in artifacts and scale != "paper" and glue_dir_for() is None:
-        return {"glue": "skipped glue: no GLUE data here; to make it, set local_glue in settings.ini (or "
-                        "COUPLED_QK_LOCAL_GLUE) to a folder holding SST-2/, MNLI/ and QNLI/ in GLUE's layout"}
-    return {}
+        out["glue"] = ("skipped glue: no GLUE data here; to make it, set local_glue in settings.ini (or "
+                       "COUPLED_QK_LOCAL_GLUE) to a folder holding SST-2/, MNLI/ and QNLI/ in GLUE's layout")
+    if "drift" in artifacts and scale_spec(scale).drift_corpus is None:
+        with_drift = [s for s, spec in SCALE_SPECS.items() if spec.drift_corpus]
+        out["drift"] = f"skipped drift: it is measured at scale {', '.join(with_drift)} only (ScaleSpec.drift_corpus)"
+    return out
 
 def prepare_corpora(scale: str) -> None:
     """Prepare the corpora of `scale` before any run is planned: a run's identity holds its corpus's fingerprint
@@ -173,7 +177,7 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
               runs_dir: Path | None = None, figures_dir: Path | None = None, log=print) -> ReproReport:
     "Run what `artifacts` need at `scale` (reusing finished runs), then execute the artifact notebooks."
     st = load_settings()
-    artifacts = list(artifacts or ARTIFACTS)
+    artifacts = list(artifacts or DEFAULT_ARTIFACTS)
     runs_dir, figures_dir = Path(runs_dir or st.runs_dir), Path(figures_dir or st.figures_dir)
     summaries = figures_dir / scale / "runs"
     rep = ReproReport(scale, artifacts, skipped=unavailable(artifacts, scale))
@@ -271,7 +275,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     "coupled-qk reproduce: regenerate the paper's figures and tables at a scale."
     from coupled_qk.cli import Parser, UsageError
     p = Parser(prog="coupled-qk reproduce", description=reproduce_main.__doc__)
-    p.add_argument("artifacts", nargs="*", help=f"artifacts to make (default: all): {', '.join(ARTIFACTS)}")
+    p.add_argument("artifacts", nargs="*", help=f"artifacts to make (default: all but drift): {', '.join(ARTIFACTS)}")
     p.add_argument("--scale", default=None, help=f"{', '.join(SCALE_SPECS)} (default: the default_scale setting)")
     p.add_argument("--jobs", type=int, default=1, help="runs executed in parallel (CPU cores or GPUs; default 1)")
     p.add_argument("--budget", type=float, default=1.0, help="multiply every training budget (train longer: 2, 4, …; default 1)")
@@ -289,7 +293,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         raise UsageError(f"--jobs {a.jobs}: give 1 or more")
     if not a.budget > 0:
         raise UsageError(f"--budget {a.budget}: give a positive multiplier")
-    artifacts = a.artifacts or list(ARTIFACTS)
+    artifacts = a.artifacts or list(DEFAULT_ARTIFACTS)
     import torch
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if a.dry_run:

@@ -16,7 +16,7 @@ import torch.nn as nn
 from . import __version__
 from .attention import VARIANTS, POSITIONAL
 from .model import GPT, GPTConfig, PRESETS, model_config, n_params, coupling_params
-from .corpora import CORPORA, SPLITS, DataError, source_versions, load_corpus, known_fingerprint, prepare
+from .corpora import CORPORA, SPLITS, DataError, embedded_packages, source_versions, load_corpus, known_fingerprint, prepare
 from .tokens import get_tokenizer, token_cache, get_batch, eval_batches
 from .settings import load_settings, resolve_device, UserError
 from .provenance import atomic_write, replacing, remove_stale_temporaries
@@ -35,7 +35,7 @@ __all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'NON_RESULT_FIELDS', 'MODEL_OVERRIDES'
 DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-4096"}      # others (the paper presets): gpt2
 DTYPES = ("auto", "float32", "bfloat16")
 NON_RESULT_FIELDS = ("device", "compile", "log_every", "ckpt_every")
-MODEL_OVERRIDES = ("n_steps", "dt_init", "learn_dt", "d_model", "n_layers", "n_heads", "seq_len", "positional", "dropout")
+MODEL_OVERRIDES = ("n_steps", "dt_init", "learn_dt", "subln_gain", "d_model", "n_layers", "n_heads", "seq_len", "positional", "dropout")
 
 # Default budgets of the presets: a few minutes at smoke and cpu, the paper's token count at the paper's sizes.
 PRESET_BUDGETS = {"smoke": dict(max_steps=200), "cpu": dict(max_steps=2000)}
@@ -49,10 +49,13 @@ def check_choice(kind: str, value, valid) -> None:
         raise ConfigError(f"unknown {kind} {value!r}; valid: {', '.join(map(str, valid))}")
 
 def check_corpus(name: str) -> None:
-    "Corpus names are the data chapter's CORPORA, `NAME=PATH` or a path."
+    "Corpus names are the data chapter's CORPORA, `pydocs@VERSION`, `NAME=PATH` or a path."
     if name in CORPORA or "=" in name or "/" in name:
         return
-    raise ConfigError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, NAME=PATH or a path")
+    if "@" in name:
+        embedded_packages(name)                  # a one-line DataError unless the name takes a version
+        return
+    raise ConfigError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, pydocs@VERSION, NAME=PATH or a path")
 
 def check_tokenizer(name: str) -> None:
     if name in ("gpt2", "bytes") or re.fullmatch(r"bpe-\d+", name):
@@ -71,6 +74,7 @@ class TrainConfig:
     n_steps: int | None = None         # integration steps of the coupled dynamics
     dt_init: float | None = None       # initial step size Δt of the dynamics
     learn_dt: bool | None = None       # False: Δt stays at dt_init (with dt_init 0, a coupled variant trains as its parent)
+    subln_gain: float | None = None    # differential variants: their sub-layer norm's gain at init (None = 1, the reference)
     d_model: int | None = None         # model width
     n_layers: int | None = None        # transformer blocks
     n_heads: int | None = None         # attention heads (must divide d_model)
@@ -554,7 +558,7 @@ def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bo
     return res
 
 # %% ../nbs/05_train.ipynb #3dadcc04
-CHOICES = {"preset": tuple(PRESETS), "variant": VARIANTS, "corpus": CORPORA + ("NAME=PATH", "a path"),
+CHOICES = {"preset": tuple(PRESETS), "variant": VARIANTS, "corpus": CORPORA + ("pydocs@VERSION", "NAME=PATH", "a path"),
            "tokenizer": ("gpt2", "bytes", "bpe-N"), "positional": POSITIONAL, "dtype": DTYPES}
 
 def _destroy_process_group() -> None:
