@@ -11,7 +11,7 @@ PYTHON  ?= python3
 # An unpinned torch pulls a multi-GB CUDA build; without a GPU we pin the CPU build.
 TORCH   ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo torch || echo torch==2.13.0)
 
-.PHONY: setup test reproduce docs export clean-nbs
+.PHONY: setup test reproduce docs index export clean-nbs
 
 setup: $(VENV)/.installed
 
@@ -32,12 +32,19 @@ reproduce: setup
 # A static HTML site of the chapters, paper and experiment notebooks in _docs/ (nbconvert: a registry-installable
 # tool that needs no Quarto binary), with the front page as index.html. EXECUTE=1 runs each notebook first.
 EXECUTE ?=
-docs: setup
+docs: setup index
 	rm -rf _docs && mkdir -p _docs/paper _docs/experiments
 	$(VENV)/bin/jupyter-nbconvert --to html --output-dir _docs $(if $(EXECUTE),--execute) nbs/*.ipynb
 	$(VENV)/bin/jupyter-nbconvert --to html --output-dir _docs/paper $(if $(EXECUTE),--execute) nbs/paper/*.ipynb
 	$(VENV)/bin/jupyter-nbconvert --to html --output-dir _docs/experiments nbs/experiments/*.ipynb
 	@echo "docs: open _docs/index.html"
+
+# The docs' front page is the README, one source: nbs/index.ipynb is written from it (nbdev-readme would go the
+# other way; tests/test_project.py checks that the two agree).
+index: setup
+	$(PY) -c "import nbformat as n; c = n.v4.new_markdown_cell(open('README.md').read().rstrip(), id='readme'); \
+	n.write(n.v4.new_notebook(cells=[c], metadata={'kernelspec': {'display_name': 'python3', 'language': 'python', 'name': 'python3'}}), 'nbs/index.ipynb')"
+	$(VENV)/bin/nbdev-clean --fname nbs/index.ipynb
 
 # Developer helpers: export the package from the notebooks, and clean the notebooks.
 export: setup

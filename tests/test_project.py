@@ -1,5 +1,6 @@
 """Project hygiene: the package is the notebooks' export, the notebooks are clean, the dependency lists
 agree, and CI runs the README's test command."""
+import json
 import re
 import shutil
 import subprocess
@@ -70,3 +71,12 @@ def test_ruff_clean():
     r = subprocess.run([BIN / "ruff", "check", "--output-format", "concise", "coupled_qk"], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-1000:]
+
+
+def test_index_is_the_readme():
+    """The docs' front page and the README are one text (`make index` writes nbs/index.ipynb from README.md), so
+    neither nbdev-readme nor an edit to one of them can leave the other behind."""
+    cells = json.loads((ROOT / "nbs" / "index.ipynb").read_text())["cells"]
+    assert [c["cell_type"] for c in cells] == ["markdown"], "nbs/index.ipynb: one markdown cell; run `make index`"
+    assert "".join(cells[0]["source"]) == (ROOT / "README.md").read_text().rstrip(), \
+        "nbs/index.ipynb differs from README.md: run `make index` and commit"
