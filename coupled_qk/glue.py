@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from . import __version__
 from .attention import VARIANTS
 from .model import GPT, PRESETS, n_params, coupling_params
-from .corpora import DataError, data_dir, doc_hash, file_sha256, load_hub, quiet_datasets
+from .documents import DataError, data_dir, doc_hash, file_sha256, quiet_datasets
+from .corpora import load_hub
 from .tokens import get_tokenizer
 from .settings import load_settings, resolve_device
 from .provenance import git_revision, hardware

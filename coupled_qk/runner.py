@@ -147,7 +147,8 @@ def prepare_corpora(scale: str) -> None:
 def prepare_data(runs: list[Run]) -> None:
     """Build every tokenizer and token cache the LM runs need, once, before jobs run in parallel
     (so that two jobs never train the same tokenizer or write the same cache at once)."""
-    from coupled_qk.corpora import SPLITS, load_corpus
+    from coupled_qk.documents import SPLITS
+    from coupled_qk.corpora import load_corpus
     from coupled_qk.tokens import get_tokenizer, token_cache
     pairs = {(c.corpus, c.tokenizer) for c in (r.typed() for r in runs if r.kind == "lm")}
     for corpus, tok in sorted(pairs):
@@ -262,7 +263,8 @@ def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type
 
 def drift_lines(scale: str) -> list[str]:
     "One line per embedded corpus of `scale` whose prepared text differs from the pinned one the figures used."
-    from coupled_qk.corpora import corpus_dir, drift
+    from coupled_qk.corpora import corpus_dir
+    from coupled_qk.embedded import drift
     lines = []
     for c in sorted(set(scale_spec(scale).corpora.values())):
         meta = corpus_dir(c) / "meta.json"

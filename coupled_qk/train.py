@@ -16,7 +16,9 @@ import torch.nn as nn
 from . import __version__
 from .attention import VARIANTS, POSITIONAL
 from .model import GPT, GPTConfig, PRESETS, model_config, n_params, coupling_params
-from .corpora import CORPORA, SPLITS, DataError, embedded_packages, source_versions, load_corpus, known_fingerprint, prepare
+from .documents import SPLITS, DataError
+from .embedded import embedded_packages, source_versions
+from .corpora import CORPORA, load_corpus, known_fingerprint, prepare
 from .tokens import get_tokenizer, token_cache, get_batch, eval_batches
 from .settings import load_settings, resolve_device, UserError
 from .provenance import atomic_write, replacing, remove_stale_temporaries

@@ -163,8 +163,8 @@ def test_corrupt_token_cache_is_rebuilt_not_trusted(tmp_path, monkeypatch, capsy
     good = np.array(token_cache(f"c={f}", "bytes", "train"))
     path = next((tmp_path / "data" / "tokens").rglob("train.bin"))
     path.write_bytes(path.read_bytes()[:2000])
-    from coupled_qk import corpora
-    corpora.file_sha256.cache_clear()
+    from coupled_qk import documents
+    documents.file_sha256.cache_clear()
     again = np.array(token_cache(f"c={f}", "bytes", "train"))
     assert (again == good).all()
     err = capsys.readouterr().err
