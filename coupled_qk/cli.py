@@ -69,7 +69,7 @@ def run_config_command(argv, cls, kind: str, description: str, choices: dict, ru
     one run by `run(cfg, out, quiet=..., wait=False)`, and one result line `summary(result)`."""
     from pathlib import Path
     from coupled_qk.settings import resolve_device
-    from coupled_qk.train import default_run_dir
+    from coupled_qk.runs import default_run_dir
     p = config_parser(cls, f"coupled-qk {kind}", description, choices)
     p.add_argument("--out", type=Path, default=None, help=f"run directory (default: runs_dir/{kind}/<run id>)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -276,8 +276,8 @@ from .model import GPT, GPTConfig, INITS, model_config, n_params, coupling_param
 from .settings import resolve_device
 from .provenance import atomic_write
 from .provenance import git_revision, hardware
-from .train import (ConfigError, check_choice, check_same_run, config_hash, cosine_lr, default_run_dir,
-                              dt_per_head, make_optimizer, run_lock)
+from .train import ConfigError, check_choice, cosine_lr, dt_per_head, make_optimizer
+from .runs import check_same_run, config_hash, default_run_dir, run_lock
 from .cli import run_config_command
 
 # %% ../nbs/04_mqar.ipynb #27999699

@@ -36,7 +36,7 @@ class Run:
 
     @functools.cached_property
     def run_id(self) -> str:
-        from coupled_qk.train import config_hash, run_id
+        from coupled_qk.runs import config_hash, run_id
         if self.kind != "glue":
             return run_id(self.kind, self.typed())
         # a GLUE run names its LM run by id (which holds the LM run's data identity); its own folder follows

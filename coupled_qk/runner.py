@@ -106,7 +106,7 @@ def execute_run(run: Run, runs_dir: Path, device: str | None = None, log=print) 
 
 def write_summary(run: Run, runs_dir: Path, summaries: Path) -> Path:
     "Condense a finished run into summaries/<run_id>.json: result, config and evaluation curve."
-    from coupled_qk.train import read_metrics
+    from coupled_qk.runs import read_metrics
     d = run_dir(run, runs_dir)
     res = json.loads((d / "result.json").read_text())
     curve = [m for m in read_metrics(d) if m.get("val_loss") is not None]

@@ -6,7 +6,7 @@ torchrun. (MQAR is trained in its own chapter.)"""
 
 # %% ../nbs/05_train.ipynb #254e1f29
 from __future__ import annotations
-import contextlib, dataclasses, hashlib, json, math, os, pickle, random, re, time, zipfile
+import json, math, os, random, re, time
 from contextlib import nullcontext
 from dataclasses import dataclass, asdict
 from pathlib import Path
@@ -20,23 +20,22 @@ from .documents import SPLITS, DataError
 from .embedded import embedded_packages, source_versions
 from .corpora import CORPORA, load_corpus, known_fingerprint, prepare
 from .tokens import get_tokenizer, token_cache, get_batch, eval_batches
-from .settings import load_settings, resolve_device, UserError
-from .provenance import atomic_write, replacing, remove_stale_temporaries
+from .settings import resolve_device, UserError
+from .provenance import atomic_write
 from .cli import config_parser, config_from_args, UsageError
+from .runs import (config_hash, default_run_dir, run_lock, truncate_metrics, check_same_run, rng_state,
+                             set_rng_state, save_checkpoint, load_checkpoint)
 from .provenance import git_revision, hardware
 
 # %% auto #0
-__all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'NON_RESULT_FIELDS', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'CHOICES',
-           'ConfigError', 'check_choice', 'check_corpus', 'check_tokenizer', 'TrainConfig', 'data_identity',
-           'config_hash', 'param_groups', 'make_optimizer', 'cosine_lr', 'lr_at', 'rng_state', 'set_rng_state',
-           'CheckpointError', 'save_checkpoint', 'load_checkpoint', 'Dist', 'init_dist', 'all_sum', 'rank_batch',
-           'autocast', 'evaluate', 'run_id', 'default_run_dir', 'RunBusy', 'run_lock', 'read_metrics', 'dt_per_head',
-           'TrainingDiverged', 'check_split_sizes', 'check_same_run', 'train', 'train_main']
+__all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'CHOICES', 'ConfigError',
+           'check_choice', 'check_corpus', 'check_tokenizer', 'TrainConfig', 'data_identity', 'param_groups',
+           'make_optimizer', 'cosine_lr', 'lr_at', 'Dist', 'init_dist', 'all_sum', 'rank_batch', 'autocast', 'evaluate',
+           'dt_per_head', 'TrainingDiverged', 'check_split_sizes', 'train', 'train_main']
 
 # %% ../nbs/05_train.ipynb #f5b8d07a
 DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-4096"}      # others (the paper presets): gpt2
 DTYPES = ("auto", "float32", "bfloat16")
-NON_RESULT_FIELDS = ("device", "compile", "log_every", "ckpt_every")
 MODEL_OVERRIDES = ("n_steps", "dt_init", "learn_dt", "subln_gain", "d_model", "n_layers", "n_heads", "seq_len", "positional", "dropout")
 
 # Default budgets of the presets: a few minutes at smoke and cpu, the paper's token count at the paper's sizes.
@@ -162,15 +161,6 @@ def data_identity(corpus: str, tokenizer: str) -> dict:
     fp = known_fingerprint(corpus)
     return dict(corpus_fingerprint=fp, tokenizer_fingerprint=f"{tokenizer}:{fp}" if tokenizer.startswith("bpe-") else tokenizer)
 
-def config_hash(cfg, data: dict | None = None) -> str:
-    """A run's one identity: sha256 of its config (without the fields in NON_RESULT_FIELDS) and its data
-    identity (`cfg.data_identity()` where the config has one: a changed corpus is a different run)."""
-    skip = set(getattr(cfg, "NON_RESULT_FIELDS", NON_RESULT_FIELDS))
-    d = {k: v for k, v in (asdict(cfg) if dataclasses.is_dataclass(cfg) else cfg).items() if k not in skip}
-    if data is None:
-        data = cfg.data_identity() if hasattr(cfg, "data_identity") else {}
-    return hashlib.sha256(json.dumps([d, data], sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
 # %% ../nbs/05_train.ipynb #d2c95f15
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     "AdamW groups: decay on parameters with dim >= 2 (matrices), none on vectors (norms, Δt, λ)."
@@ -194,55 +184,6 @@ def cosine_lr(step: int, lr: float, min_lr: float, warmup: int, total: int) -> f
 def lr_at(step: int, cfg: TrainConfig, total: int) -> float:
     "The schedule of a TrainConfig."
     return cosine_lr(step, cfg.lr, cfg.min_lr, cfg.warmup_steps, total)
-
-# %% ../nbs/05_train.ipynb #b16426d8
-def rng_state(data_gen: torch.Generator | None = None) -> dict:
-    "Every random state of this process (and the data generator) as tensors and plain containers."
-    np_state = np.random.get_state()
-    py_state = random.getstate()
-    s = {"torch": torch.get_rng_state(),
-         "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
-                   "has_gauss": int(np_state[3]), "cached": float(np_state[4])},
-         "python": {"version": py_state[0], "state": torch.tensor(py_state[1], dtype=torch.int64),
-                    "gauss": py_state[2]}}
-    if torch.cuda.is_available():
-        s["cuda"] = torch.cuda.get_rng_state_all()
-    if data_gen is not None:
-        s["data"] = data_gen.get_state()
-    return s
-
-def set_rng_state(s: dict, data_gen: torch.Generator | None = None) -> None:
-    "Restore what `rng_state` saved."
-    torch.set_rng_state(s["torch"])
-    n = s["numpy"]
-    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))
-    p = s["python"]
-    random.setstate((p["version"], tuple(int(v) for v in p["state"].tolist()), p["gauss"]))
-    if "cuda" in s and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(s["cuda"])
-    if data_gen is not None and "data" in s:
-        data_gen.set_state(s["data"])
-
-class CheckpointError(UserError):
-    "A checkpoint that cannot be read, or belongs to another run."
-
-def save_checkpoint(path: Path, state: dict) -> None:
-    "torch.save to a temporary file, then os.replace: a crash mid-write leaves the previous checkpoint."
-    with replacing(Path(path)) as tmp:
-        torch.save(state, tmp)
-
-def load_checkpoint(path: Path, device="cpu") -> dict:
-    """A checkpoint, loaded with weights_only=True (tensors and plain containers only: a checkpoint never runs
-    code). A torn, foreign or unsafe file is a one-line CheckpointError that says how to start afresh."""
-    try:
-        st = torch.load(path, map_location=device, weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile, ValueError) as e:
-        why = " ".join(str(e).split())[:120]
-        raise CheckpointError(f"{path} is not a readable checkpoint of this project ({type(e).__name__}: {why}); "
-                              "delete it, or start the run afresh (coupled-qk train ... --overwrite)") from None
-    if not isinstance(st, dict):
-        raise CheckpointError(f"{path} holds a {type(st).__name__}, not a checkpoint of this project; delete it or pick another --out")
-    return st
 
 # %% ../nbs/05_train.ipynb #75ad1a57
 @dataclass
@@ -310,56 +251,6 @@ def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dt
     return tot / n
 
 # %% ../nbs/05_train.ipynb #427a22ca
-def run_id(kind: str, cfg) -> str:
-    "`kind-HASH12`: the name of a run's folder, from its one identity."
-    return f"{kind}-{config_hash(cfg)[:12]}"
-
-def default_run_dir(kind: str, cfg, world_size: int = 1) -> Path:
-    "runs_dir/<kind>/<run_id> (with -ddpN under N data-parallel processes)."
-    return load_settings().runs_dir / kind / (run_id(kind, cfg) + (f"-ddp{world_size}" if world_size > 1 else ""))
-
-class RunBusy(UserError):
-    "Another process is writing this run."
-
-@contextlib.contextmanager
-def run_lock(out: Path, wait: bool = True):
-    """Hold run folder `out`'s lock, so that one process writes a run: another one waits for it (`wait`) or
-    gets a one-line error. Temporaries left by a writer killed mid-write are removed once the lock is held."""
-    from filelock import FileLock, Timeout
-    out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except PermissionError:
-        raise UserError(f"cannot create the run folder {out}: permission denied; set runs_dir in settings.ini "
-                        "(or COUPLED_QK_RUNS_DIR) to a writable folder, or pass --out") from None
-    lock = FileLock(str(out / ".lock"))
-    try:
-        lock.acquire(timeout=-1 if wait else 0)
-    except Timeout:
-        raise RunBusy(f"{out} is being written by another process (lock {out / '.lock'}); wait for it to finish "
-                      "or pick another --out") from None
-    try:
-        remove_stale_temporaries(out)
-        yield out
-    finally:
-        lock.release()
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    "The records of a run's metrics.jsonl."
-    p = Path(run_dir) / "metrics.jsonl"
-    out = []
-    for line in (p.read_text().splitlines() if p.is_file() else []):
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass          # a line torn by a crash mid-write
-    return out
-
-def _truncate_metrics(run_dir: Path, step: int) -> None:
-    "Drop records after `step`: a killed run may have logged steps its last checkpoint does not hold."
-    keep = [r for r in read_metrics(run_dir) if r["step"] <= step]
-    atomic_write(Path(run_dir) / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in keep))
-
 def dt_per_head(model: nn.Module) -> list[list[float]] | None:
     "The learned Δt of every layer (a list per layer, one value per head); None without dynamics."
     out = [b.attn.dynamics.dt.detach().float().cpu().tolist() for b in model.blocks if b.attn.dynamics is not None]
@@ -384,11 +275,6 @@ def check_split_sizes(tokens: dict, seq_len: int, corpus: str) -> None:
         if len(tokens[s]) < seq_len + 1:
             raise DataError(f"{corpus}: the {s} split has {len(tokens[s]):,} tokens, fewer than seq_len + 1 = "
                             f"{seq_len + 1}; use --seq-len {max(1, len(tokens[s]) - 1)} or less, or a larger corpus")
-
-def check_same_run(what: Path, recorded: str | None, chash: str) -> None:
-    if recorded != chash:
-        raise CheckpointError(f"{what} belongs to another run (identity {str(recorded)[:12]}, this run's is {chash[:12]}: "
-                              "another config, or the same config on other data); pick another --out, or --overwrite")
 
 def train(cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = True, quiet: bool = False,
           stop_at: int | None = None, wait: bool = True) -> dict:
@@ -448,7 +334,7 @@ def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bo
         step, seen, elapsed = st["step"], st["tokens"], st["elapsed"]
         set_rng_state(st["rng"][d.rank], data_gen)
         if d.main:
-            _truncate_metrics(out, step)
+            truncate_metrics(out, step)
         _say(f"resuming {out} at step {step}/{total}", quiet, d)
     elif d.main:
         out.mkdir(parents=True, exist_ok=True)

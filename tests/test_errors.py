@@ -30,7 +30,7 @@ class Foreign:
 
 def _truncated(ws):
     import torch
-    from coupled_qk.train import save_checkpoint
+    from coupled_qk.runs import save_checkpoint
     out = ws / "runs" / "victim"
     out.mkdir(parents=True)
     save_checkpoint(out / "ckpt.pt", dict(config_hash="x", step=1, model={"w": torch.zeros(1000)}))

@@ -29,7 +29,8 @@ def losses(metrics):
 
 def test_cli_smoke_run(tmp_path, capsys):
     from coupled_qk.cli import main
-    from coupled_qk.train import config_hash, TrainConfig
+    from coupled_qk.runs import config_hash
+    from coupled_qk.train import TrainConfig
     train_main = lambda argv: main(["train", *argv])
     out = tmp_path / "run"
     rc = train_main(SMOKE + ["--variant", "euler", "--max-steps", "30", "--eval-every", "10", "--out", str(out)])
