@@ -14,9 +14,9 @@ from .settings import load_settings, UserError
 from .provenance import atomic_write, replacing, remove_stale_temporaries
 
 # %% auto #0
-__all__ = ['NON_RESULT_FIELDS', 'config_hash', 'run_id', 'default_run_dir', 'RunBusy', 'run_lock', 'read_metrics',
-           'truncate_metrics', 'check_same_run', 'rng_state', 'set_rng_state', 'CheckpointError', 'save_checkpoint',
-           'load_checkpoint']
+__all__ = ['NON_RESULT_FIELDS', 'config_hash', 'run_id', 'default_run_dir', 'rng_state', 'set_rng_state', 'CheckpointError',
+           'save_checkpoint', 'load_checkpoint', 'RunBusy', 'run_lock', 'read_metrics', 'truncate_metrics',
+           'check_same_run']
 
 # %% ../nbs/05a_runs.ipynb #7a0e0006
 NON_RESULT_FIELDS = ("device", "compile", "log_every", "ckpt_every")
@@ -37,54 +37,6 @@ def run_id(kind: str, cfg) -> str:
 def default_run_dir(kind: str, cfg, world_size: int = 1) -> Path:
     "runs_dir/<kind>/<run_id> (with -ddpN under N data-parallel processes)."
     return load_settings().runs_dir / kind / (run_id(kind, cfg) + (f"-ddp{world_size}" if world_size > 1 else ""))
-
-# %% ../nbs/05a_runs.ipynb #7a0e0009
-class RunBusy(UserError):
-    "Another process is writing this run."
-
-@contextlib.contextmanager
-def run_lock(out: Path, wait: bool = True):
-    """Hold run folder `out`'s lock, so that one process writes a run: another one waits for it (`wait`) or
-    gets a one-line error. Temporaries left by a writer killed mid-write are removed once the lock is held."""
-    from filelock import FileLock, Timeout
-    out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except PermissionError:
-        raise UserError(f"cannot create the run folder {out}: permission denied; set runs_dir in settings.ini "
-                        "(or COUPLED_QK_RUNS_DIR) to a writable folder, or pass --out") from None
-    lock = FileLock(str(out / ".lock"))
-    try:
-        lock.acquire(timeout=-1 if wait else 0)
-    except Timeout:
-        raise RunBusy(f"{out} is being written by another process (lock {out / '.lock'}); wait for it to finish "
-                      "or pick another --out") from None
-    try:
-        remove_stale_temporaries(out)
-        yield out
-    finally:
-        lock.release()
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    "The records of a run's metrics.jsonl."
-    p = Path(run_dir) / "metrics.jsonl"
-    out = []
-    for line in (p.read_text().splitlines() if p.is_file() else []):
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass          # a line torn by a crash mid-write
-    return out
-
-def truncate_metrics(run_dir: Path, step: int) -> None:
-    "Drop records after `step`: a killed run may have logged steps its last checkpoint does not hold."
-    keep = [r for r in read_metrics(run_dir) if r["step"] <= step]
-    atomic_write(Path(run_dir) / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in keep))
-
-def check_same_run(what: Path, recorded: str | None, chash: str) -> None:
-    if recorded != chash:
-        raise CheckpointError(f"{what} belongs to another run (identity {str(recorded)[:12]}, this run's is {chash[:12]}: "
-                              "another config, or the same config on other data); pick another --out, or --overwrite")
 
 # %% ../nbs/05a_runs.ipynb #b16426d8
 def rng_state(data_gen: torch.Generator | None = None) -> dict:
@@ -134,3 +86,51 @@ def load_checkpoint(path: Path, device="cpu") -> dict:
     if not isinstance(st, dict):
         raise CheckpointError(f"{path} holds a {type(st).__name__}, not a checkpoint of this project; delete it or pick another --out")
     return st
+
+# %% ../nbs/05a_runs.ipynb #7a0e0009
+class RunBusy(UserError):
+    "Another process is writing this run."
+
+@contextlib.contextmanager
+def run_lock(out: Path, wait: bool = True):
+    """Hold run folder `out`'s lock, so that one process writes a run: another one waits for it (`wait`) or
+    gets a one-line error. Temporaries left by a writer killed mid-write are removed once the lock is held."""
+    from filelock import FileLock, Timeout
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except PermissionError:
+        raise UserError(f"cannot create the run folder {out}: permission denied; set runs_dir in settings.ini "
+                        "(or COUPLED_QK_RUNS_DIR) to a writable folder, or pass --out") from None
+    lock = FileLock(str(out / ".lock"))
+    try:
+        lock.acquire(timeout=-1 if wait else 0)
+    except Timeout:
+        raise RunBusy(f"{out} is being written by another process (lock {out / '.lock'}); wait for it to finish "
+                      "or pick another --out") from None
+    try:
+        remove_stale_temporaries(out)
+        yield out
+    finally:
+        lock.release()
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    "The records of a run's metrics.jsonl."
+    p = Path(run_dir) / "metrics.jsonl"
+    out = []
+    for line in (p.read_text().splitlines() if p.is_file() else []):
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass          # a line torn by a crash mid-write
+    return out
+
+def truncate_metrics(run_dir: Path, step: int) -> None:
+    "Drop records after `step`: a killed run may have logged steps its last checkpoint does not hold."
+    keep = [r for r in read_metrics(run_dir) if r["step"] <= step]
+    atomic_write(Path(run_dir) / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in keep))
+
+def check_same_run(what: Path, recorded: str | None, chash: str) -> None:
+    if recorded != chash:
+        raise CheckpointError(f"{what} belongs to another run (identity {str(recorded)[:12]}, this run's is {chash[:12]}: "
+                              "another config, or the same config on other data); pick another --out, or --overwrite")
