@@ -216,8 +216,10 @@ class DifferentialAttention(nn.Module):
         lam = self.lam().to(q.dtype)
         if naive:
             y = (attention_map(q[:, 0::2], k[:, 0::2]) - lam * attention_map(q[:, 1::2], k[:, 1::2])) @ v
-        else:   # (A1 − λA2)V = A1V − λ·A2V: two SDPA calls on strided views, one fused x − λy
-            y = torch.addcmul(attend(q[:, 0::2], k[:, 0::2], v), -lam, attend(q[:, 1::2], k[:, 1::2], v))
+        else:   # (A1 − λA2)V = A1V − λ·A2V, on strided views; V's two halves of width d one SDPA call each, so
+            # that q, k and v share a head dim and SDPA takes its flash kernel, as the reference's flash path does
+            q1, k1, q2, k2 = q[:, 0::2], k[:, 0::2], q[:, 1::2], k[:, 1::2]
+            y = torch.cat([torch.addcmul(attend(q1, k1, vh), -lam, attend(q2, k2, vh)) for vh in v.chunk(2, -1)], -1)
         y = self.subln(y) * (1 - self.lambda_init)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 

@@ -134,14 +134,20 @@ def silu_grad2(z: Tensor) -> Tensor:
     return s * (1 - s) * (2 + z * (1 - 2 * s))
 
 def _bthd(x: Tensor) -> bool:
-    "Is x (B, H, T, d) laid out as (B, T, H, d) in memory? Attention's projections and their gradients are."
-    return x.dim() == 4 and not x.is_contiguous() and x.transpose(1, 2).is_contiguous()
+    """Is x (B, H, T, d) laid out token by token, each token's H·d features one block (as attention's q, k
+    projections and their gradients are), so that x.transpose(1, 2) flattens to (B, T, H·d) without a copy?"""
+    B, H, T, d = x.shape if x.dim() == 4 else (0,) * 4
+    return x.dim() == 4 and H > 1 and T > 1 and x.stride(3) == 1 and x.stride(1) == d and x.stride(2) >= H * d
 
 def _lin(x: Tensor, w: Tensor) -> Tensor:
-    "`_headwise`, but a shared weight meets a (B, T, H, d)-laid-out x as it lies: one matmul, no copy."
-    if w.dim() == 2 and _bthd(x):
+    """`_headwise`, but a (B, T, H, d)-laid-out x is met as it lies, by one matmul and no copy: a shared
+    weight directly, per-head weights as one block-diagonal (H·out, H·d) matrix on the tokens' H·d features."""
+    if not _bthd(x):
+        return _headwise(x, w)
+    if w.dim() == 2:
         return F.linear(x.transpose(1, 2), w).transpose(1, 2)
-    return _headwise(x, w)
+    y = F.linear(x.transpose(1, 2).flatten(-2), torch.block_diag(*w))   # (B, T, H·out)
+    return y.unflatten(-1, (w.shape[0], w.shape[1])).transpose(1, 2)
 
 def _outer(x: Tensor, y: Tensor) -> Tensor:
     "Σ over batch and tokens of xᵀy, per head: (B, H, T, m), (B, H, T, d) → (H, m, d)."

@@ -10,12 +10,17 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from .integrators import MLPForce
+from .integrators import MLPForce, mlp_force, mlp_force_vjp, mlp_parts
 
 # %% auto #0
-__all__ = ['AffineCoupling', 'InvertibleCoupling', 'perturb_coupling']
+__all__ = ['affine', 'AffineCoupling', 'affine_parts', 'affine_vjp', 'FusedCoupling', 'InvertibleCoupling', 'perturb_coupling']
 
 # %% ../nbs/13_invertible.ipynb #62c01fad
+def affine(x: Tensor, c: Tensor, ws, b: float) -> Tensor:
+    "x·e^s(c) + t(c), s = b·tanh(ŝ(c)/b), from the weights [W1s, W2s, W1t, W2t]; x·e^s + t is one kernel."
+    s = b * torch.tanh(mlp_force(c, ws[0], ws[1]) / b)
+    return torch.addcmul(mlp_force(c, ws[2], ws[3]), x, s.exp())
+
 class AffineCoupling(nn.Module):
     "x ← x·exp(s(c)) + t(c) per head, with s, t two-layer SiLU MLPs of the conditioning vector c."
     def __init__(self, n_heads: int, head_dim: int, hidden: int = 4, scale_bound: float = 2.0):
@@ -38,30 +43,77 @@ class AffineCoupling(nn.Module):
         b = self.scale_bound
         return b * torch.tanh(self.s(c) / b), self.t(c)
 
+    def weights(self) -> list[Tensor]:
+        "W1, W2 of s, then of t."
+        return [*self.s.weights(), *self.t.weights()]
+
     def forward(self, x: Tensor, c: Tensor) -> Tensor:
-        s, t = self.scale_shift(c)
-        return torch.addcmul(t, x, s.exp())   # x·e^s + t in one kernel
+        return affine(x, c, self.weights(), self.scale_bound)
 
     def inverse(self, y: Tensor, c: Tensor) -> Tensor:
         s, t = self.scale_shift(c)
         return (y - t) * torch.exp(-s)
 
+# %% ../nbs/13_invertible.ipynb #123f2d62
+def affine_parts(x: Tensor, c: Tensor, w1s: Tensor, w2s: Tensor, w1t: Tensor, w2t: Tensor, b: float):
+    "`affine`, computed as the backward wants it (per-head matmuls as the layout allows), and what it reuses."
+    s_hat, acts_s = mlp_parts(c, w1s, w2s)
+    t, acts_t = mlp_parts(c, w1t, w2t)
+    th = torch.tanh(s_hat / b)
+    e = (b * th).exp()
+    return torch.addcmul(t, x, e), (th, e, acts_s, acts_t)
+
+def affine_vjp(x: Tensor, c: Tensor, gy: Tensor, ws, parts) -> tuple[Tensor, Tensor, list[Tensor]]:
+    "For cotangent gy on y = x·e^s(c) + t(c): (x̄, c̄, [W̄1s, W̄2s, W̄1t, W̄2t])."
+    th, e, acts_s, acts_t = parts
+    gs = gy * x * e * (1 - th * th)                       # ∂s/∂ŝ = 1 − tanh²(ŝ/b)
+    cs, (g1s, g2s), _ = mlp_force_vjp(c, gs, ws[0], ws[1], acts=acts_s)
+    ct, (g1t, g2t), _ = mlp_force_vjp(c, gy, ws[2], ws[3], acts=acts_t)
+    return gy * e, cs + ct, [g1s, g2s, g1t, g2t]
+
+class FusedCoupling(torch.autograd.Function):
+    "`InvertibleCoupling._run` with a hand-written backward that stores only (q, k); see the text above."
+    @staticmethod
+    def forward(ctx, b: float, q: Tensor, k: Tensor, *ws: Tensor):
+        q2 = affine(q, k, ws[:4], b)            # the plain path's operations: its values, bit for bit
+        k2 = affine(k, q2, ws[4:], b)
+        ctx.save_for_backward(q, k, *ws)
+        ctx.b = b
+        return q2, k2
+
+    @staticmethod
+    def backward(ctx, gq2: Tensor, gk2: Tensor):
+        q, k, *ws = ctx.saved_tensors
+        q2, parts1 = affine_parts(q, k, *ws[:4], ctx.b)
+        _, parts2 = affine_parts(k, q2, *ws[4:], ctx.b)
+        gk, gq2_more, gw2 = affine_vjp(k, q2, gk2, ws[4:], parts2)       # the k map, applied last
+        gq, gk_more, gw1 = affine_vjp(q, k, gq2 + gq2_more, ws[:4], parts1)
+        return None, gq, gk + gk_more, *(g.to(w.dtype) for g, w in zip(gw1 + gw2, ws))
+
 # %% ../nbs/13_invertible.ipynb #09e9726f
 class InvertibleCoupling(nn.Module):
     "Couple (q, k) of shape (B, H, T, d_h) by two alternating affine maps: q from k, then k from the new q."
     def __init__(self, n_heads: int, head_dim: int, hidden: int = 4, scale_bound: float = 2.0,
-                 recompute: bool = True):
+                 recompute: bool = True, fused: bool = True):
         super().__init__()
-        self.recompute = recompute
+        self.recompute, self.fused = recompute, fused
         self.q_map = AffineCoupling(n_heads, head_dim, hidden, scale_bound)   # q ← q·exp(s1(k)) + t1(k)
         self.k_map = AffineCoupling(n_heads, head_dim, hidden, scale_bound)   # k ← k·exp(s2(q)) + t2(q)
+
+    def weights(self) -> list[Tensor]:
+        "The eight MLP weights in `FusedCoupling`'s order: the q map's, then the k map's."
+        return self.q_map.weights() + self.k_map.weights()
 
     def _run(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         q = self.q_map(q, k)
         return q, self.k_map(k, q)
 
     def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
-        if self.recompute and torch.is_grad_enabled():
+        if not torch.is_grad_enabled():
+            return self._run(q, k)
+        if self.fused:
+            return FusedCoupling.apply(self.q_map.scale_bound, q, k, *self.weights())
+        if self.recompute:
             return checkpoint(self._run, q, k, use_reentrant=False, preserve_rng_state=False)
         return self._run(q, k)
 
