@@ -110,7 +110,7 @@ def run_command(prog: str, body, argv) -> int:
 COMMANDS = {
     "data":      ("coupled_qk.corpora", "data_main", "prepare and list corpora (coupled-qk data prepare pydocs)"),
     "train":     ("coupled_qk.train", "train_main", "train one language model (coupled-qk train --preset cpu --variant hamiltonian)"),
-    "mqar":      ("coupled_qk.mqar", "mqar_main", "train and evaluate on multi-query associative recall"),
+    "mqar":      ("coupled_qk.mqar_train", "mqar_main", "train and evaluate on multi-query associative recall"),
     "glue":      ("coupled_qk.glue", "glue_main", "fine-tune a trained model on SST-2, MNLI or QNLI"),
     "bench":     ("coupled_qk.bench", "bench_main", "training throughput, memory and MFU of every variant"),
     "reproduce": ("coupled_qk.runner", "reproduce_main", "regenerate the paper's figures and tables"),

@@ -31,7 +31,7 @@ class Run:
     def typed(self):
         "The config dataclass of an LM or MQAR run (validated)."
         from coupled_qk.train import TrainConfig
-        from coupled_qk.mqar import MQARTrainConfig
+        from coupled_qk.mqar_train import MQARTrainConfig
         return {"lm": TrainConfig, "mqar": MQARTrainConfig}[self.kind](**self.config)
 
     @functools.cached_property
