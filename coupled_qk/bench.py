@@ -21,6 +21,7 @@ import torch
 
 from .attention import VARIANTS
 from .integrators import CoupledDynamics
+from .invertible import InvertibleCoupling
 from .model import GPT, PRESETS, model_config, n_params
 from .settings import load_settings, resolve_device
 
@@ -29,9 +30,9 @@ if TYPE_CHECKING:
 from .provenance import git_revision, hardware
 
 # %% auto #0
-__all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'COLUMNS', 'BenchConfig', 'matmul_peak', 'plain_dynamics', 'train_step_flops',
-           'count_flops', 'cpu_peak_reset', 'cpu_peak', 'measure', 'isolated', 'measure_isolated', 'run_bench',
-           'summarize', 'write_bench', 'bench_main']
+__all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'COLUMNS', 'BenchConfig', 'matmul_peak', 'plain_dynamics',
+           'count_cpu_flash_attention', 'train_step_flops', 'count_flops', 'cpu_peak_reset', 'cpu_peak', 'measure',
+           'isolated', 'measure_isolated', 'run_bench', 'summarize', 'write_bench', 'bench_main']
 
 # %% ../nbs/12_bench.ipynb #d65775f5
 MODES = ("eager", "bf16", "compile", "bf16+compile")
@@ -95,8 +96,8 @@ def _bs(cfg: BenchConfig, shape: str, device) -> tuple[int, int]:
 
 @contextmanager
 def plain_dynamics(model: torch.nn.Module):
-    "Inside the block every `CoupledDynamics` of `model` runs as plain autograd: not fused, nothing recomputed."
-    dyn = [m for m in model.modules() if isinstance(m, CoupledDynamics)]
+    "Inside the block every dynamics or coupling of `model` runs as plain autograd: not fused, nothing recomputed."
+    dyn = [m for m in model.modules() if isinstance(m, (CoupledDynamics, InvertibleCoupling))]
     saved = [(m.fused, m.recompute) for m in dyn]
     for m in dyn:
         m.fused = m.recompute = False
@@ -106,9 +107,21 @@ def plain_dynamics(model: torch.nn.Module):
         for m, (fused, recompute) in zip(dyn, saved):
             m.fused, m.recompute = fused, recompute
 
+def count_cpu_flash_attention():
+    """Teach FlopCounterMode SDPA's CPU flash kernel (torch counts only the CUDA kernels, so on CPU every attention
+    FLOP went uncounted): the same formulas as for the CUDA flash kernel, the full T×T as torch counts it there."""
+    from torch.utils.flop_counter import flop_registry, register_flop_formula, sdpa_backward_flop_count, sdpa_flop_count
+    fwd, bwd = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu, \
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+    if fwd not in flop_registry:
+        register_flop_formula(fwd)(lambda q, k, v, *args, out_shape=None, **kw: sdpa_flop_count(q, k, v))
+    if bwd not in flop_registry:
+        register_flop_formula(bwd)(lambda g, q, k, v, *args, out_shape=None, **kw: sdpa_backward_flop_count(g, q, k, v))
+
 def train_step_flops(model: GPT, x: torch.Tensor, plain: bool = False) -> int:
     "FLOPs of one forward and backward pass, counted by torch's FlopCounterMode (`plain`: see `plain_dynamics`)."
     from torch.utils.flop_counter import FlopCounterMode
+    count_cpu_flash_attention()
     with FlopCounterMode(display=False) as fc, (plain_dynamics(model) if plain else nullcontext()):
         model(x, x)[1].backward()
     model.zero_grad(set_to_none=True)
