@@ -286,12 +286,13 @@ COLUMNS = ["shape", "mode", "variant", "n", "batch", "seq", "params", "tokens_pe
 def write_bench(df, summary, out: Path, command: str) -> Path:
     "Write raw.csv, summary.csv, summary.md and provenance.json into `out`."
     from coupled_qk import __version__
-    out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out / "raw.csv", index=False)
-    summary[COLUMNS].to_csv(out / "summary.csv", index=False)
+    # the revision first: writing the outputs would otherwise mark a committed output folder '+dirty'
     prov = dict(command=command, date=time.strftime("%Y-%m-%d %H:%M:%S %Z"), hardware=hardware(),
                 torch=torch.__version__, coupled_qk=__version__, git=git_revision(),
                 matmul_peak_tflops=df.groupby("mode").matmul_peak_tflops.first().to_dict())
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "raw.csv", index=False)
+    summary[COLUMNS].to_csv(out / "summary.csv", index=False)
     (out / "provenance.json").write_text(json.dumps(prov, indent=2))
     md = summary[COLUMNS].to_markdown(index=False, floatfmt=".3g")
     (out / "summary.md").write_text(f"`{command}` — {prov['hardware']}, torch {prov['torch']}, git {prov['git']}, "
