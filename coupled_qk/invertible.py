@@ -83,12 +83,15 @@ class FusedCoupling(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, gq2: Tensor, gk2: Tensor):
-        q, k, *ws = ctx.saved_tensors
+        q0, k0, *ws = ctx.saved_tensors
+        # under autocast q and k were saved in bf16/fp16: the backward runs in the weights' precision
+        dt = torch.promote_types(q0.dtype, ws[0].dtype)
+        q, k, gq2, gk2 = (t.to(dt) for t in (q0, k0, gq2, gk2))
         q2, parts1 = affine_parts(q, k, *ws[:4], ctx.b)
         _, parts2 = affine_parts(k, q2, *ws[4:], ctx.b)
         gk, gq2_more, gw2 = affine_vjp(k, q2, gk2, ws[4:], parts2)       # the k map, applied last
         gq, gk_more, gw1 = affine_vjp(q, k, gq2 + gq2_more, ws[:4], parts1)
-        return None, gq, gk + gk_more, *(g.to(w.dtype) for g, w in zip(gw1 + gw2, ws))
+        return None, gq.to(q0.dtype), (gk + gk_more).to(k0.dtype), *(g.to(w.dtype) for g, w in zip(gw1 + gw2, ws))
 
 # %% ../nbs/13_invertible.ipynb #09e9726f
 class InvertibleCoupling(nn.Module):
