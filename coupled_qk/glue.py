@@ -20,8 +20,8 @@ from .corpora import load_hub
 from .tokens import get_tokenizer
 from .settings import load_settings, resolve_device
 from .provenance import git_revision, hardware
-from .train import (TrainConfig, ConfigError, check_choice, check_corpus, check_tokenizer, make_optimizer,
-                              cosine_lr, CHOICES)
+from .train import TrainConfig, ConfigError, check_choice, check_corpus, check_tokenizer, CHOICES
+from .optim import cosine_lr, make_optimizer
 from .runs import config_hash, default_run_dir, load_checkpoint, run_lock
 from .provenance import atomic_write
 from .cli import run_config_command

@@ -19,7 +19,8 @@ from .model import GPT, GPTConfig, INITS, model_config, n_params, coupling_param
 from .settings import resolve_device
 from .provenance import atomic_write
 from .provenance import git_revision, hardware
-from .train import ConfigError, check_choice, cosine_lr, dt_per_head, make_optimizer
+from .train import ConfigError, check_choice, dt_per_head
+from .optim import cosine_lr, make_optimizer
 from .runs import check_same_run, config_hash, default_run_dir, run_lock
 from .cli import run_config_command
 

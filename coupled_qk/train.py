@@ -19,19 +19,20 @@ from .model import GPT, GPTConfig, PRESETS, model_config, n_params, coupling_par
 from .documents import SPLITS, DataError
 from .embedded import embedded_packages, source_versions
 from .corpora import CORPORA, load_corpus, known_fingerprint, prepare
-from .tokens import get_tokenizer, token_cache, get_batch, eval_batches
+from .tokens import get_tokenizer, token_cache, eval_batches
 from .settings import resolve_device, UserError
 from .provenance import atomic_write
 from .cli import config_parser, config_from_args, UsageError
 from .runs import (config_hash, default_run_dir, run_lock, truncate_metrics, check_same_run, rng_state,
                              set_rng_state, save_checkpoint, load_checkpoint)
 from .provenance import git_revision, hardware
+from .optim import make_optimizer, cosine_lr
+from .distributed import Dist, init_dist, all_sum, rank_batch, destroy_process_group
 
 # %% auto #0
 __all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'CHOICES', 'ConfigError',
-           'check_choice', 'check_corpus', 'check_tokenizer', 'TrainConfig', 'data_identity', 'param_groups',
-           'make_optimizer', 'cosine_lr', 'lr_at', 'Dist', 'init_dist', 'all_sum', 'rank_batch', 'autocast', 'evaluate',
-           'dt_per_head', 'TrainingDiverged', 'check_split_sizes', 'train', 'train_main']
+           'check_choice', 'check_corpus', 'check_tokenizer', 'TrainConfig', 'data_identity', 'lr_at', 'autocast',
+           'evaluate', 'dt_per_head', 'TrainingDiverged', 'check_split_sizes', 'train', 'train_main']
 
 # %% ../nbs/05_train.ipynb #f5b8d07a
 DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-4096"}      # others (the paper presets): gpt2
@@ -161,68 +162,10 @@ def data_identity(corpus: str, tokenizer: str) -> dict:
     fp = known_fingerprint(corpus)
     return dict(corpus_fingerprint=fp, tokenizer_fingerprint=f"{tokenizer}:{fp}" if tokenizer.startswith("bpe-") else tokenizer)
 
-# %% ../nbs/05_train.ipynb #d2c95f15
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    "AdamW groups: decay on parameters with dim >= 2 (matrices), none on vectors (norms, Δt, λ)."
-    params = [p for p in model.parameters() if p.requires_grad]
-    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-
-def make_optimizer(model: nn.Module, lr: float, weight_decay: float, device: torch.device) -> torch.optim.AdamW:
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=(0.9, 0.95),
-                             fused=device.type == "cuda")
-
-def cosine_lr(step: int, lr: float, min_lr: float, warmup: int, total: int) -> float:
-    "Learning rate of 0-based optimiser step `step`: linear warmup, then cosine decay to min_lr at `total`."
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    if step >= total:
-        return min_lr
-    frac = (step - warmup) / max(1, total - warmup)
-    return min_lr + 0.5 * (1 + math.cos(math.pi * frac)) * (lr - min_lr)
-
+# %% ../nbs/05_train.ipynb #a1b2c3d4
 def lr_at(step: int, cfg: TrainConfig, total: int) -> float:
     "The schedule of a TrainConfig."
     return cosine_lr(step, cfg.lr, cfg.min_lr, cfg.warmup_steps, total)
-
-# %% ../nbs/05_train.ipynb #75ad1a57
-@dataclass
-class Dist:
-    "This process's place in a data-parallel job (world_size 1 = no job)."
-    rank: int = 0
-    local_rank: int = 0
-    world_size: int = 1
-    @property
-    def main(self) -> bool: return self.rank == 0
-
-def init_dist(device: torch.device) -> tuple[Dist, torch.device]:
-    "Join the torchrun process group when WORLD_SIZE > 1: NCCL on CUDA, gloo on CPU."
-    ws = int(os.environ.get("WORLD_SIZE", "1"))
-    if ws <= 1:
-        return Dist(), device
-    import torch.distributed as dist
-    d = Dist(int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0")), ws)
-    if device.type == "cuda":
-        device = torch.device("cuda", d.local_rank)
-        torch.cuda.set_device(device)
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return d, device
-
-def all_sum(values: list[float], d: Dist, device) -> list[float]:
-    "Sum a few numbers over ranks (float64)."
-    if d.world_size == 1:
-        return values
-    import torch.distributed as dist
-    t = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(t)
-    return t.tolist()
-
-def rank_batch(tokens, batch_size: int, seq_len: int, gen: torch.Generator, d: Dist):
-    "This rank's slice of the global batch of world_size × batch_size windows."
-    x, y = get_batch(tokens, batch_size * d.world_size, seq_len, gen)
-    sl = slice(d.rank * batch_size, (d.rank + 1) * batch_size)
-    return x[sl].contiguous(), y[sl].contiguous()
 
 # %% ../nbs/05_train.ipynb #5d625db4
 def autocast(device: torch.device, dtype: str):
@@ -449,10 +392,6 @@ def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bo
 CHOICES = {"preset": tuple(PRESETS), "variant": VARIANTS, "corpus": CORPORA + ("pydocs@VERSION", "NAME=PATH", "a path"),
            "tokenizer": ("gpt2", "bytes", "bpe-N"), "positional": POSITIONAL, "dtype": DTYPES}
 
-def _destroy_process_group() -> None:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
-
 def train_main(argv: list[str] | None = None) -> int:
     "`coupled-qk train --preset P --variant V --corpus C --seed S [--max-steps N] [--resume] [--out DIR]`"
     p = config_parser(TrainConfig, "coupled-qk train", "Train a language model; writes a run directory.", CHOICES)
@@ -474,7 +413,7 @@ def train_main(argv: list[str] | None = None) -> int:
     try:
         res = train(cfg, out, resume=not a.overwrite, quiet=a.quiet, wait=False)
     finally:
-        _destroy_process_group()
+        destroy_process_group()
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"val ppl {res['val_ppl']:.3f}, test ppl {res['test_ppl']:.3f}; results in {out}")
     return 0
