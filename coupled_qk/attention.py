@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from .integrators import FORCES, INTEGRATORS, CoupledDynamics
 from .invertible import InvertibleCoupling
+from torch.utils.checkpoint import checkpoint
 
 # %% auto #0
 __all__ = ['VARIANTS', 'COUPLED', 'INVERTIBLE', 'DIFFERENTIAL', 'POSITIONAL', 'ATTENTION', 'AttentionConfig', 'Rotary', 'attend',
@@ -214,14 +215,26 @@ class DifferentialAttention(nn.Module):
         v = v.view(B, T, h, 2 * d).transpose(1, 2)                 # (B, h, T, 2d)
         q, k = before_scoring(self, q, k)
         lam = self.lam().to(q.dtype)
+        q1, k1, q2, k2 = q[:, 0::2], k[:, 0::2], q[:, 1::2], k[:, 1::2]
         if naive:
-            y = (attention_map(q[:, 0::2], k[:, 0::2]) - lam * attention_map(q[:, 1::2], k[:, 1::2])) @ v
+            y = self.norm_heads(((attention_map(q1, k1) - lam * attention_map(q2, k2)) @ v).transpose(1, 2))
         else:   # (A1 − λA2)V = A1V − λ·A2V, on strided views; V's two halves of width d one SDPA call each, so
             # that q, k and v share a head dim and SDPA takes its flash kernel, as the reference's flash path does
-            q1, k1, q2, k2 = q[:, 0::2], k[:, 0::2], q[:, 1::2], k[:, 1::2]
-            y = torch.cat([torch.addcmul(attend(q1, k1, vh), -lam, attend(q2, k2, vh)) for vh in v.chunk(2, -1)], -1)
-        y = self.subln(y) * (1 - self.lambda_init)
-        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+            outs = [attend(qi, ki, vh) for vh in v.chunk(2, -1) for qi, ki in ((q1, k1), (q2, k2))]
+            if self.cfg.recompute and torch.is_grad_enabled():   # keep SDPA's outputs only, not the mix and its norm
+                y = checkpoint(self.combine, lam, *outs, use_reentrant=False, preserve_rng_state=False)
+            else:
+                y = self.combine(lam, *outs)
+        return self.proj(y.reshape(B, T, C))   # y is (B, T, h, 2d), token by token: W_o reads it without a copy
+
+    def norm_heads(self, y: Tensor) -> Tensor:
+        "Each head's (A1 − λA2)V, (B, T, h, 2d), through the sub-layer RMSNorm and scaled by 1 − λ_init."
+        return self.subln(y) * (1 - self.lambda_init)
+
+    def combine(self, lam: Tensor, o11: Tensor, o21: Tensor, o12: Tensor, o22: Tensor) -> Tensor:
+        "`norm_heads` of A1V − λA2V from the four SDPA outputs: o_ij = A_i V_j, V_j the j-th half of V."
+        y = torch.cat([torch.addcmul(o11, -lam, o21).transpose(1, 2), torch.addcmul(o12, -lam, o22).transpose(1, 2)], -1)
+        return self.norm_heads(y)
 
 # %% ../nbs/01_attention.ipynb #0f04bcf4
 ATTENTION = {"standard": CausalSelfAttention, "hamiltonian": CausalSelfAttention, "euler": CausalSelfAttention,

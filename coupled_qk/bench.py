@@ -31,8 +31,8 @@ from .provenance import git_revision, hardware
 
 # %% auto #0
 __all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'COLUMNS', 'BenchConfig', 'matmul_peak', 'plain_dynamics',
-           'count_cpu_flash_attention', 'train_step_flops', 'count_flops', 'cpu_peak_reset', 'cpu_peak', 'measure',
-           'isolated', 'measure_isolated', 'run_bench', 'summarize', 'write_bench', 'bench_main']
+           'count_cpu_flash_attention', 'train_step_flops', 'saved_bytes', 'count_step', 'cpu_peak_reset', 'cpu_peak',
+           'measure', 'isolated', 'measure_isolated', 'run_bench', 'summarize', 'write_bench', 'bench_main']
 
 # %% ../nbs/12_bench.ipynb #d65775f5
 MODES = ("eager", "bf16", "compile", "bf16+compile")
@@ -127,16 +127,33 @@ def train_step_flops(model: GPT, x: torch.Tensor, plain: bool = False) -> int:
     model.zero_grad(set_to_none=True)
     return fc.get_total_flops()
 
-def count_flops(shape: str, variants: list[str], batch: int, seq: int, n_steps: int = 1, device: str = "cpu",
-                seed: int = 0) -> dict:
-    "{variant: (model FLOPs, run FLOPs)} of one training step: without and with the recomputation that runs."
+def saved_bytes(model: GPT, x: torch.Tensor) -> int:
+    """Bytes autograd keeps from one forward pass for the backward: the distinct storages it saves, weights
+    excepted. Unlike the process's peak memory it is exact and repeatable, and it is what fusing saves."""
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        s = t.untyped_storage()
+        if s.data_ptr() not in weights:
+            kept[s.data_ptr()] = s.nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(x, x)[1]
+    del loss
+    return sum(kept.values())
+
+def count_step(shape: str, variants: list[str], batch: int, seq: int, n_steps: int = 1, device: str = "cpu",
+               seed: int = 0) -> dict:
+    """{variant: (model FLOPs, run FLOPs, saved bytes)} of one training step: FLOPs without and with the
+    recomputation that runs, and the activations kept for the backward (`saved_bytes`)."""
     dev, out = torch.device(device), {}
     for v in variants:
         torch.manual_seed(seed)
         cfg = model_config(shape, v, n_steps=n_steps, seq_len=max(seq, 1))
         model = GPT(cfg).to(dev)
         x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
-        out[v] = (train_step_flops(model, x, plain=True), train_step_flops(model, x))
+        out[v] = (train_step_flops(model, x, plain=True), train_step_flops(model, x), saved_bytes(model, x))
         del model
     return out
 
@@ -238,7 +255,7 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
         batch, seq = _bs(cfg, shape, dev)
         kw = dict(shape=shape, variants=list(cfg.variants), batch=batch, seq=seq, n_steps=cfg.n_steps,
                   device=str(dev), seed=cfg.seed)
-        counted = isolated("count_flops", **kw) if dev.type == "cpu" else count_flops(**kw)
+        counted = isolated("count_step", **kw) if dev.type == "cpu" else count_step(**kw)
         flops.update({(shape, v): f for v, f in counted.items()})
         for mode in cfg.modes:
             for r in range(cfg.repeats):
@@ -251,8 +268,9 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
                     kw = dict(shape=shape, variant=v, mode=mode, batch=batch, seq=seq, warmup=cfg.warmup,
                               steps=cfg.steps, n_steps=cfg.n_steps, device=str(dev), seed=cfg.seed)
                     res = measure_isolated(**kw) if dev.type == "cpu" else measure(**kw)
-                    model_flops, run_flops = flops[(shape, v)]
-                    rows.append(dict(res, repeat=r, flops_per_step=model_flops, run_flops_per_step=run_flops))
+                    model_flops, run_flops, saved = flops[(shape, v)]
+                    rows.append(dict(res, repeat=r, flops_per_step=model_flops, run_flops_per_step=run_flops,
+                                     saved_mb=saved / 2**20))
                     bar.update(1)
                     bar.set_postfix(shape=shape, variant=v, tok_s=f"{res['tokens_per_s']:.0f}")
     bar.close()
@@ -267,11 +285,13 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     s = g.agg(n=("repeat", "size"), batch=("batch", "first"), seq=("seq", "first"), params=("params", "first"),
               tokens_per_s=("tokens_per_s", "median"), peak_mem_mb=("peak_mem_mb", "median"),
               gflops_per_step=("flops_per_step", lambda f: f.iloc[0] / 1e9),
-              run_gflops_per_step=("run_flops_per_step", lambda f: f.iloc[0] / 1e9), mfu=("mfu", "median")).reset_index()
+              run_gflops_per_step=("run_flops_per_step", lambda f: f.iloc[0] / 1e9), saved_mb=("saved_mb", "first"),
+              mfu=("mfu", "median")).reset_index()
     std = s[s.variant == "standard"].set_index(["shape", "mode"])
     key = list(zip(s["shape"], s["mode"]))
     s["tokens_per_s_ratio"] = s.tokens_per_s.values / std.loc[key, "tokens_per_s"].values
     s["peak_mem_ratio"] = s.peak_mem_mb.values / std.loc[key, "peak_mem_mb"].values
+    s["saved_ratio"] = s.saved_mb.values / std.loc[key, "saved_mb"].values
     s["flops_ratio"] = s.gflops_per_step.values / std.loc[key, "gflops_per_step"].values
     s["run_flops_ratio"] = s.run_gflops_per_step.values / std.loc[key, "run_gflops_per_step"].values
     s["flop_limit"] = 1 / s.flops_ratio      # tokens/s ratio if every FLOP cost what standard's cost
@@ -280,7 +300,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 
 # %% ../nbs/12_bench.ipynb #4000908a
 COLUMNS = ["shape", "mode", "variant", "n", "batch", "seq", "params", "tokens_per_s", "tokens_per_s_ratio",
-           "flop_limit", "of_limit", "peak_mem_mb", "peak_mem_ratio", "gflops_per_step", "flops_ratio",
+           "flop_limit", "of_limit", "peak_mem_mb", "peak_mem_ratio", "saved_mb", "saved_ratio", "gflops_per_step", "flops_ratio",
            "run_flops_ratio", "mfu"]
 
 def write_bench(df, summary, out: Path, command: str) -> Path:

@@ -16,10 +16,10 @@ from .integrators import MLPForce, mlp_force, mlp_force_vjp, mlp_parts
 __all__ = ['affine', 'AffineCoupling', 'affine_parts', 'affine_vjp', 'FusedCoupling', 'InvertibleCoupling', 'perturb_coupling']
 
 # %% ../nbs/13_invertible.ipynb #62c01fad
-def affine(x: Tensor, c: Tensor, ws, b: float) -> Tensor:
+def affine(x: Tensor, c: Tensor, ws, b: float, out: Tensor | None = None) -> Tensor:
     "x·e^s(c) + t(c), s = b·tanh(ŝ(c)/b), from the weights [W1s, W2s, W1t, W2t]; x·e^s + t is one kernel."
     s = b * torch.tanh(mlp_force(c, ws[0], ws[1]) / b)
-    return torch.addcmul(mlp_force(c, ws[2], ws[3]), x, s.exp())
+    return torch.addcmul(mlp_force(c, ws[2], ws[3]), x, s.exp(), out=out)
 
 class AffineCoupling(nn.Module):
     "x ← x·exp(s(c)) + t(c) per head, with s, t two-layer SiLU MLPs of the conditioning vector c."
@@ -71,12 +71,18 @@ def affine_vjp(x: Tensor, c: Tensor, gy: Tensor, ws, parts) -> tuple[Tensor, Ten
     ct, (g1t, g2t), _ = mlp_force_vjp(c, gy, ws[2], ws[3], acts=acts_t)
     return gy * e, cs + ct, [g1s, g2s, g1t, g2t]
 
+def _token_major_like(x: Tensor) -> Tensor:
+    "An empty tensor of x's shape (B, H, T, d), laid out in (B, T, H, d) order."
+    return torch.empty_like(x.transpose(1, 2), memory_format=torch.contiguous_format).transpose(1, 2)
+
 class FusedCoupling(torch.autograd.Function):
     "`InvertibleCoupling._run` with a hand-written backward that stores only (q, k); see the text above."
     @staticmethod
     def forward(ctx, b: float, q: Tensor, k: Tensor, *ws: Tensor):
-        q2 = affine(q, k, ws[:4], b)            # the plain path's operations: its values, bit for bit
-        k2 = affine(k, q2, ws[4:], b)
+        # the plain path's operations, so its values bit for bit, written in (B, T, H, d) order like attention's
+        # projections: SDPA's output then takes that order too, and W_o reads it without a saved copy
+        q2 = affine(q, k, ws[:4], b, out=_token_major_like(q))
+        k2 = affine(k, q2, ws[4:], b, out=_token_major_like(k))
         ctx.save_for_backward(q, k, *ws)
         ctx.b = b
         return q2, k2
