@@ -14,12 +14,13 @@ import sys
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
-from .attention import VARIANTS
+from .attention import VARIANTS, CausalSelfAttention, DifferentialAttention
 from .integrators import CoupledDynamics
 from .invertible import InvertibleCoupling
 from .model import GPT, PRESETS, model_config, n_params
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 from .provenance import git_revision, hardware
 
 # %% auto #0
-__all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'COLUMNS', 'BenchConfig', 'matmul_peak', 'plain_dynamics',
+__all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'COLUMNS', 'BenchConfig', 'matmul_peak', 'as_reference',
            'count_cpu_flash_attention', 'train_step_flops', 'saved_bytes', 'count_step', 'cpu_peak_reset', 'cpu_peak',
            'measure', 'isolated', 'measure_isolated', 'run_bench', 'summarize', 'write_bench', 'bench_main']
 
@@ -95,17 +96,24 @@ def _bs(cfg: BenchConfig, shape: str, device) -> tuple[int, int]:
     return cfg.batch.get(shape, DEFAULT_BATCH[kind][shape]), cfg.seq_len.get(shape, DEFAULT_SEQ[kind][shape])
 
 @contextmanager
-def plain_dynamics(model: torch.nn.Module):
-    "Inside the block every dynamics or coupling of `model` runs as plain autograd: not fused, nothing recomputed."
+def as_reference(model: torch.nn.Module):
+    """Inside the block `model` computes what its equations say and nothing more: every dynamics or coupling as
+    plain autograd (not fused, nothing recomputed) and attention through its explicit maps, softmax(QKᵀ)V, and
+    Differential's (A1 − λA2)V. (Its flash path, like the reference's, scores each map twice, once per half of V.)"""
     dyn = [m for m in model.modules() if isinstance(m, (CoupledDynamics, InvertibleCoupling))]
+    attn = [m for m in model.modules() if isinstance(m, (CausalSelfAttention, DifferentialAttention))]
     saved = [(m.fused, m.recompute) for m in dyn]
     for m in dyn:
         m.fused = m.recompute = False
+    for m in attn:
+        m.forward = partial(m.forward, naive=True)   # an instance attribute, deleted below
     try:
         yield model
     finally:
         for m, (fused, recompute) in zip(dyn, saved):
             m.fused, m.recompute = fused, recompute
+        for m in attn:
+            del m.forward
 
 def count_cpu_flash_attention():
     """Teach FlopCounterMode SDPA's CPU flash kernel (torch counts only the CUDA kernels, so on CPU every attention
@@ -119,10 +127,10 @@ def count_cpu_flash_attention():
         register_flop_formula(bwd)(lambda g, q, k, v, *args, out_shape=None, **kw: sdpa_backward_flop_count(g, q, k, v))
 
 def train_step_flops(model: GPT, x: torch.Tensor, plain: bool = False) -> int:
-    "FLOPs of one forward and backward pass, counted by torch's FlopCounterMode (`plain`: see `plain_dynamics`)."
+    "FLOPs of one forward and backward pass, counted by torch's FlopCounterMode (`plain`: see `as_reference`)."
     from torch.utils.flop_counter import FlopCounterMode
     count_cpu_flash_attention()
-    with FlopCounterMode(display=False) as fc, (plain_dynamics(model) if plain else nullcontext()):
+    with FlopCounterMode(display=False) as fc, (as_reference(model) if plain else nullcontext()):
         model(x, x)[1].backward()
     model.zero_grad(set_to_none=True)
     return fc.get_total_flops()
