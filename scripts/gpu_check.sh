@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One check of the GPU paths, in at most ~8 minutes on one GPU:
-#   1. the fused coupled dynamics against the reference functions on CUDA (float32, bf16 autocast, and
-#      torch.compile of a coupled layer), which the CPU test suite cannot reach;
+#   1. the fused coupled dynamics and the fused invertible coupling against the reference functions on
+#      CUDA (float32, bf16 autocast, and torch.compile of a coupled layer), which the CPU tests cannot reach;
 #   2. the benchmark at the paper-60m shape in bf16 (every variant) and bf16+torch.compile (the coupled
 #      variants and standard: compiling is most of that stage's time);
 #   3. one table of both.
@@ -19,7 +19,7 @@ fi
 OUT=${OUT:-$(mktemp -d)}
 status=0
 
-echo "== 1. fused dynamics vs reference on CUDA"
+echo "== 1. fused dynamics and coupling vs reference on CUDA"
 timeout 120 "$PY" - <<'PYEOF' || status=1
 import torch
 from coupled_qk.integrators import INTEGRATORS, FORCES, CoupledDynamics, integrate_fused
@@ -57,6 +57,21 @@ gc = torch.autograd.grad(sum(o.square().sum() for o in compiled), [q, k, dyn.dt]
 for a, b in zip([*eager, *ge], [*compiled, *gc]):
     torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 print("torch.compile of a fused coupled layer: same values and gradients as eager")
+from coupled_qk.invertible import InvertibleCoupling, perturb_coupling
+coup = perturb_coupling(InvertibleCoupling(8, 64), std=0.3).to(dev)
+qkv = torch.randn(4, 256, 3, 8, 64, device=dev, requires_grad=True)
+for dtype in (torch.float32, torch.bfloat16):
+    grads = []
+    for fused in (False, True):
+        coup.fused = fused
+        q, k, _ = qkv.permute(2, 0, 3, 1, 4)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+            out = coup(q, k)
+        loss = out[0].float().sin().sum() + out[1].float().square().sum()
+        grads.append([*out, *torch.autograd.grad(loss, [qkv, *coup.parameters()])])
+    err = max(((a.float() - b.float()).norm() / (b.float().norm() + 1e-12)).item() for a, b in zip(*grads))
+    assert err < (1e-4 if dtype == torch.float32 else 5e-2), ("invertible coupling", dtype, err)
+    print(f"fused invertible coupling vs plain, {dtype}: worst relative error {err:.1e}")
 PYEOF
 
 bench() {   # bench <seconds> <out> <args...>
