@@ -59,7 +59,7 @@ class AffineCoupling(nn.Module):
         return (y - t) * torch.exp(-s)
 
 # %% ../nbs/13_invertible.ipynb #123f2d62
-def _tokens(x: Tensor) -> Tensor:
+def _by_token(x: Tensor) -> Tensor:
     "(B, H, T, d) as (B·T, H, d): a view when x is laid out token by token, as attention's projections are."
     return x.transpose(1, 2).flatten(0, 1)
 
@@ -117,7 +117,7 @@ class FusedCoupling(torch.autograd.Function):
         dev = q.device.type   # under autocast, its dtype for everything (its per-op casts would mix dtypes here)
         dt = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else q.dtype
         with torch.autocast(dev, enabled=False):
-            qt, kt = _tokens(q.to(dt)), _tokens(k.to(dt))
+            qt, kt = _by_token(q.to(dt)), _by_token(k.to(dt))
             q2 = affine_packed(qt, kt, *pack_map(ws[:4], b, dt), b)
             k2 = affine_packed(kt, q2, *pack_map(ws[4:], b, dt), b)
         ctx.save_for_backward(q, k, *ws)
@@ -132,7 +132,7 @@ class FusedCoupling(torch.autograd.Function):
         b, (B, H, T, d) = ctx.b, q0.shape
         # under autocast q and k were saved in bf16/fp16: the backward runs in the weights' precision
         dt = torch.promote_types(q0.dtype, ws[0].dtype)
-        q, k, gq2, gk2 = (_tokens(t.to(dt)) for t in (q0, k0, gq2, gk2))
+        q, k, gq2, gk2 = (_by_token(t.to(dt)) for t in (q0, k0, gq2, gk2))
         p1, p2 = pack_map(ws[:4], b, dt), pack_map(ws[4:], b, dt)
         q2, parts1 = affine_packed(q, k, *p1, b, keep=True)
         _, parts2 = affine_packed(k, q2, *p2, b, keep=True)
