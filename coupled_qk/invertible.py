@@ -84,7 +84,7 @@ def unpack_grads(gw1: Tensor, gw2: Tensor, b: float) -> list[Tensor]:
 
 def affine_packed(x: Tensor, c: Tensor, w1: Tensor, w2: Tensor, b: float, keep: bool = False):
     """`affine` on token-major (N, H, d) x and c with `pack_map`'s weights: 4 matmuls become 2, each with the
-    N tokens as its long side, and s, e^s, x·e^s + t take four passes. With `keep`, also what the backward reads."""
+    N tokens as its long side, and s, e^s, x·e^s + t take five elementwise passes. With `keep`, also what the backward reads."""
     N, H, d = x.shape
     zT = torch.bmm(w1, _heads(c).transpose(1, 2))             # (H, 2m, N): W1 c for s and t
     hT = F.silu(zT)
