@@ -20,8 +20,8 @@ from torch.utils.checkpoint import checkpoint
 
 # %% auto #0
 __all__ = ['VARIANTS', 'COUPLED', 'INVERTIBLE', 'DIFFERENTIAL', 'POSITIONAL', 'ATTENTION', 'AttentionConfig', 'Rotary', 'attend',
-           'attention_map', 'naive_attend', 'dynamics_of', 'before_scoring', 'CausalSelfAttention', 'lambda_init',
-           'SubLayerNorm', 'DifferentialAttention', 'build_attention']
+           'attention_map', 'naive_attend', 'dynamics_of', 'before_scoring', 'CausalSelfAttention', 'ProjectRecomputed',
+           'project_recomputed', 'lambda_init', 'SubLayerNorm', 'DifferentialAttention', 'build_attention']
 
 # %% ../nbs/01_attention.ipynb #01c6ddd0
 VARIANTS = ("standard", "hamiltonian", "euler", "mlp_only", "differential", "coupled_differential",
@@ -163,6 +163,36 @@ class CausalSelfAttention(nn.Module):
         y = attend(*self.qk_v(x), naive=naive)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
+# %% ../nbs/01_attention.ipynb #5d1f0e2a
+class ProjectRecomputed(torch.autograd.Function):
+    """z = f(x₁, …, xₙ) Wᵀ keeping only W and the xᵢ for the backward. There f's output, the projection's input, is
+    recomputed (f must be cheap: elementwise work), and the projection's backward is written out:
+    ∂W = ∂zᵀ f(x), ∂f(x) = ∂z W. Unlike a checkpoint of f and the projection together, the matmul runs once."""
+    @staticmethod
+    def forward(ctx, f, weight: Tensor, *xs: Tensor) -> Tensor:
+        dev = weight.device.type
+        ctx.f, ctx.autocast = f, (torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
+        ctx.save_for_backward(weight, *xs)
+        return F.linear(f(*xs), weight)
+
+    @staticmethod
+    def backward(ctx, dz: Tensor):
+        weight, *xs = ctx.saved_tensors
+        xs = [x.detach().requires_grad_(need) for x, need in zip(xs, ctx.needs_input_grad[2:])]
+        enabled, dtype = ctx.autocast
+        with torch.enable_grad(), torch.autocast(weight.device.type, dtype=dtype, enabled=enabled):
+            y = ctx.f(*xs)                                  # as in the forward, autocast included
+        with torch.autocast(weight.device.type, enabled=False):
+            dw = (dz.flatten(0, -2).T @ y.detach().to(dz.dtype).flatten(0, -2)).to(weight.dtype)
+            dy = (dz @ weight.to(dz.dtype)).to(y.dtype)
+        wanted = [x for x in xs if x.requires_grad]
+        got = iter(torch.autograd.grad(y, wanted, dy) if wanted else ())
+        return None, dw, *(next(got) if x.requires_grad else None for x in xs)
+
+def project_recomputed(f, weight: Tensor, *xs: Tensor) -> Tensor:
+    "`F.linear(f(*xs), weight)`, with f's output recomputed in the backward instead of kept (`ProjectRecomputed`)."
+    return ProjectRecomputed.apply(f, weight, *xs)
+
 # %% ../nbs/01_attention.ipynb #81f3cd74
 def lambda_init(layer_idx: int) -> float:
     "Differential Attention's λ_init for a 0-based layer index."
@@ -217,24 +247,25 @@ class DifferentialAttention(nn.Module):
         lam = self.lam().to(q.dtype)
         q1, k1, q2, k2 = q[:, 0::2], k[:, 0::2], q[:, 1::2], k[:, 1::2]
         if naive:
-            y = self.norm_heads(((attention_map(q1, k1) - lam * attention_map(q2, k2)) @ v).transpose(1, 2))
-        else:   # (A1 − λA2)V = A1V − λ·A2V, on strided views; V's two halves of width d one SDPA call each, so
-            # that q, k and v share a head dim and SDPA takes its flash kernel, as the reference's flash path does
-            outs = [attend(qi, ki, vh) for vh in v.chunk(2, -1) for qi, ki in ((q1, k1), (q2, k2))]
-            if self.cfg.recompute and torch.is_grad_enabled():   # keep SDPA's outputs only, not the mix and its norm
-                y = checkpoint(self.combine, lam, *outs, use_reentrant=False, preserve_rng_state=False)
-            else:
-                y = self.combine(lam, *outs)
-        return self.proj(y.reshape(B, T, C))   # y is (B, T, h, 2d), token by token: W_o reads it without a copy
+            y = self.norm_heads(((attention_map(q1, k1) - lam * attention_map(q2, k2)) @ v).transpose(1, 2),
+                                self.subln.weight)
+            return self.proj(y.reshape(B, T, C))
+        # (A1 − λA2)V = A1V − λ·A2V, on strided views; V's two halves of width d one SDPA call each, so that q, k
+        # and v share a head dim and SDPA takes its flash kernel, as the reference's flash path does
+        outs = [attend(qi, ki, vh) for vh in v.chunk(2, -1) for qi, ki in ((q1, k1), (q2, k2))]
+        if self.cfg.recompute and torch.is_grad_enabled():   # keep SDPA's outputs only, not W_o's input
+            return project_recomputed(self.combine, self.proj.weight, lam, self.subln.weight, *outs)
+        return self.proj(self.combine(lam, self.subln.weight, *outs))
 
-    def norm_heads(self, y: Tensor) -> Tensor:
-        "Each head's (A1 − λA2)V, (B, T, h, 2d), through the sub-layer RMSNorm and scaled by 1 − λ_init."
-        return self.subln(y) * (1 - self.lambda_init)
+    def norm_heads(self, y: Tensor, gain: Tensor) -> Tensor:
+        "Each head's (A1 − λA2)V, (B, T, h, 2d), through the sub-layer RMSNorm (its weight: `gain`) and scaled by 1 − λ_init."
+        return F.rms_norm(y, (y.shape[-1],), gain, self.subln.eps) * (1 - self.lambda_init)
 
-    def combine(self, lam: Tensor, o11: Tensor, o21: Tensor, o12: Tensor, o22: Tensor) -> Tensor:
-        "`norm_heads` of A1V − λA2V from the four SDPA outputs: o_ij = A_i V_j, V_j the j-th half of V."
+    def combine(self, lam: Tensor, gain: Tensor, o11: Tensor, o21: Tensor, o12: Tensor, o22: Tensor) -> Tensor:
+        """W_o's input, (B, T, h·2d): `norm_heads` of A1V − λA2V from the four SDPA outputs o_ij = A_i V_j (V_j the
+        j-th half of V), written token by token so that W_o reads it without a copy."""
         y = torch.cat([torch.addcmul(o11, -lam, o21).transpose(1, 2), torch.addcmul(o12, -lam, o22).transpose(1, 2)], -1)
-        return self.norm_heads(y)
+        return self.norm_heads(y, gain).flatten(2)
 
 # %% ../nbs/01_attention.ipynb #0f04bcf4
 ATTENTION = {"standard": CausalSelfAttention, "hamiltonian": CausalSelfAttention, "euler": CausalSelfAttention,
