@@ -16,7 +16,6 @@ from torch import Tensor, nn
 
 from .integrators import FORCES, INTEGRATORS, CoupledDynamics
 from .invertible import InvertibleCoupling
-from torch.utils.checkpoint import checkpoint
 
 # %% auto #0
 __all__ = ['VARIANTS', 'COUPLED', 'INVERTIBLE', 'DIFFERENTIAL', 'POSITIONAL', 'ATTENTION', 'AttentionConfig', 'Rotary', 'attend',
