@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One check of the GPU paths, in at most ~8 minutes on one GPU:
-#   1. the fused coupled dynamics and the fused invertible coupling against the reference functions on
-#      CUDA (float32, bf16 autocast, and torch.compile of a coupled layer), which the CPU tests cannot reach;
+#   1. the fused coupled dynamics, the fused invertible coupling and Differential's recomputed W_o input against
+#      the reference functions on CUDA (float32, bf16 autocast, and torch.compile of a coupled layer), which the
+#      CPU tests cannot reach, and whether SDPA's memory-efficient kernel takes Differential's wider V;
 #   2. the benchmark at the paper-60m shape in bf16 (every variant) and bf16+torch.compile (the coupled
 #      variants and standard: compiling is most of that stage's time);
 #   3. one table of both.
@@ -72,6 +73,30 @@ for dtype in (torch.float32, torch.bfloat16):
     err = max(((a.float() - b.float()).norm() / (b.float().norm() + 1e-12)).item() for a, b in zip(*grads))
     assert err < (1e-4 if dtype == torch.float32 else 5e-2), ("invertible coupling", dtype, err)
     print(f"fused invertible coupling vs plain, {dtype}: worst relative error {err:.1e}")
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from coupled_qk.attention import AttentionConfig, build_attention
+x = torch.randn(4, 256, 512, device=dev)
+for dtype in (torch.float32, torch.bfloat16):
+    grads = []
+    for recompute in (True, False):   # W_o's input recomputed in the backward (ProjectRecomputed) or stored
+        torch.manual_seed(1)
+        m = build_attention(AttentionConfig("differential", recompute=recompute), 512, 8, layer_idx=2).to(dev)
+        xr = x.clone().requires_grad_()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+            y = m(xr)
+        grads.append([y, *torch.autograd.grad(y.float().square().sum(), [xr, *m.parameters()])])
+    err = max(((a.float() - b.float()).norm() / (b.float().norm() + 1e-12)).item() for a, b in zip(*grads))
+    assert err < (1e-4 if dtype == torch.float32 else 5e-2), ("differential", dtype, err)
+    print(f"differential, W_o's input recomputed vs stored, {dtype}: worst relative error {err:.1e}")
+q = torch.randn(4, 4, 256, 64, device=dev, dtype=torch.bfloat16)
+v = torch.randn(4, 4, 256, 128, device=dev, dtype=torch.bfloat16)
+try:   # if it does, Differential could score each map once here instead of twice (its CPU flash path)
+    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+        F.scaled_dot_product_attention(q, q, v, is_causal=True)
+    print("SDPA's memory-efficient kernel takes a V twice as wide as q and k")
+except RuntimeError as e:
+    print(f"SDPA's memory-efficient kernel refuses a V twice as wide as q and k: {str(e).splitlines()[0]}")
 PYEOF
 
 bench() {   # bench <seconds> <out> <args...>
