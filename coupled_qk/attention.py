@@ -164,9 +164,10 @@ class CausalSelfAttention(nn.Module):
 
 # %% ../nbs/01_attention.ipynb #5d1f0e2a
 class ProjectRecomputed(torch.autograd.Function):
-    """z = f(x₁, …, xₙ) Wᵀ keeping only W and the xᵢ for the backward. There f's output, the projection's input, is
-    recomputed (f must be cheap: elementwise work), and the projection's backward is written out:
-    ∂W = ∂zᵀ f(x), ∂f(x) = ∂z W. Unlike a checkpoint of f and the projection together, the matmul runs once."""
+    """z = f(x₁, …, xₙ) Wᵀ keeping only W and the xᵢ for the backward. There f's output, the projection's
+    input, is recomputed (f must be cheap, elementwise work, and deterministic; every tensor it differentiates
+    through must be one of the xᵢ), and the projection's backward is written out: ∂W = ∂zᵀ f(x), ∂f(x) = ∂z W.
+    Unlike a checkpoint of f and the projection together, the matmul runs once. First derivatives only."""
     @staticmethod
     def forward(ctx, f, weight: Tensor, *xs: Tensor) -> Tensor:
         dev = weight.device.type
@@ -175,18 +176,21 @@ class ProjectRecomputed(torch.autograd.Function):
         return F.linear(f(*xs), weight)
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, dz: Tensor):
         weight, *xs = ctx.saved_tensors
         xs = [x.detach().requires_grad_(need) for x, need in zip(xs, ctx.needs_input_grad[2:])]
         enabled, dtype = ctx.autocast
         with torch.enable_grad(), torch.autocast(weight.device.type, dtype=dtype, enabled=enabled):
             y = ctx.f(*xs)                                  # as in the forward, autocast included
+        dw, grads = None, iter(())
         with torch.autocast(weight.device.type, enabled=False):
-            dw = (dz.flatten(0, -2).T @ y.detach().to(dz.dtype).flatten(0, -2)).to(weight.dtype)
-            dy = (dz @ weight.to(dz.dtype)).to(y.dtype)
-        wanted = [x for x in xs if x.requires_grad]
-        got = iter(torch.autograd.grad(y, wanted, dy) if wanted else ())
-        return None, dw, *(next(got) if x.requires_grad else None for x in xs)
+            if ctx.needs_input_grad[1]:
+                dw = (dz.flatten(0, -2).T @ y.detach().to(dz.dtype).flatten(0, -2)).to(weight.dtype)
+            wanted = [x for x in xs if x.requires_grad]
+            if wanted:
+                grads = iter(torch.autograd.grad(y, wanted, (dz @ weight.to(dz.dtype)).to(y.dtype)))
+        return None, dw, *(next(grads) if x.requires_grad else None for x in xs)
 
 def project_recomputed(f, weight: Tensor, *xs: Tensor) -> Tensor:
     "`F.linear(f(*xs), weight)`, with f's output recomputed in the backward instead of kept (`ProjectRecomputed`)."
@@ -252,12 +256,13 @@ class DifferentialAttention(nn.Module):
         # (A1 − λA2)V = A1V − λ·A2V, on strided views; V's two halves of width d one SDPA call each, so that q, k
         # and v share a head dim and SDPA takes its flash kernel, as the reference's flash path does
         outs = [attend(qi, ki, vh) for vh in v.chunk(2, -1) for qi, ki in ((q1, k1), (q2, k2))]
-        if self.cfg.recompute and torch.is_grad_enabled():   # keep SDPA's outputs only, not W_o's input
+        # keep SDPA's outputs only, not W_o's input (under torch.compile its partitioner chooses what to recompute)
+        if self.cfg.recompute and torch.is_grad_enabled() and not torch.compiler.is_compiling():
             return project_recomputed(self.combine, self.proj.weight, lam, self.subln.weight, *outs)
         return self.proj(self.combine(lam, self.subln.weight, *outs))
 
     def norm_heads(self, y: Tensor, gain: Tensor) -> Tensor:
-        "Each head's (A1 − λA2)V, (B, T, h, 2d), through the sub-layer RMSNorm (its weight: `gain`) and scaled by 1 − λ_init."
+        "Each head's (A1 − λA2)V, (B, T, h, 2d), through the sub-layer RMSNorm (weight `gain`), times 1 − λ_init."
         return F.rms_norm(y, (y.shape[-1],), gain, self.subln.eps) * (1 - self.lambda_init)
 
     def combine(self, lam: Tensor, gain: Tensor, o11: Tensor, o21: Tensor, o12: Tensor, o22: Tensor) -> Tensor:
