@@ -40,12 +40,17 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
     return stale
 
 # %% ../nbs/10b_provenance.ipynb #1877c40d
-def git_revision(root: Path | None = None) -> str:
-    "The checkout's git revision (with '+dirty' when it has uncommitted changes), or 'unknown'."
-    root = root or load_settings().root
+def git_revision(root: Path | None = None, outputs: Path | None = None) -> str:
+    """The checkout's git revision, with '+dirty' when a tracked file outside `outputs` (default: the figures
+    folder) has uncommitted changes, or 'unknown'. A regeneration rewrites the committed figures and run
+    summaries as it goes; they are its output, not a change to the code that makes them."""
+    st = load_settings()
+    root, outputs = Path(root or st.root).resolve(), Path(outputs or st.figures_dir).resolve()
+    keep = [":(exclude)" + str(outputs.relative_to(root))] if outputs.is_relative_to(root) and outputs != root else []
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, check=False).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *keep], cwd=root,
+                               capture_output=True, text=True, check=False).stdout.strip()
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
