@@ -46,10 +46,10 @@ def git_revision(root: Path | None = None, outputs: Path | None = None) -> str:
     summaries as it goes; they are its output, not a change to the code that makes them."""
     st = load_settings()
     root, outputs = Path(root or st.root).resolve(), Path(outputs or st.figures_dir).resolve()
-    keep = [":(exclude)" + str(outputs.relative_to(root))] if outputs.is_relative_to(root) and outputs != root else []
+    exclude = [":(exclude)" + str(outputs.relative_to(root))] if outputs.is_relative_to(root) and outputs != root else []
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *keep], cwd=root,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *exclude], cwd=root,
                                capture_output=True, text=True, check=False).stdout.strip()
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):

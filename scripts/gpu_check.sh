@@ -24,6 +24,11 @@ echo "== 1. fused dynamics and coupling vs reference on CUDA"
 timeout 120 "$PY" - <<'PYEOF' || status=1
 import torch
 from coupled_qk.integrators import INTEGRATORS, FORCES, CoupledDynamics, integrate_fused
+
+def worst_error(got, want):
+    "The largest relative error (by norm) over matching tensors."
+    return max(((a.float() - b.float()).norm() / (b.float().norm() + 1e-12)).item() for a, b in zip(got, want))
+
 dev = torch.device("cuda")
 torch.manual_seed(0)
 worst = {}
@@ -42,7 +47,7 @@ for method in INTEGRATORS:
                         out = run(method, q, k, f, dt, 2)
                     loss = (out[0].float().sin().sum() + out[1].float().square().sum())
                     grads.append([*out, *torch.autograd.grad(loss, [qkv, dt, *f.parameters()])])
-                err = max(((a.float() - b.float()).norm() / (b.float().norm() + 1e-12)).item() for a, b in zip(*grads))
+                err = worst_error(*grads)
                 worst[(method, force, shared, str(dtype))] = err
                 assert err < (1e-4 if dtype == torch.float32 else 5e-2), (method, force, shared, dtype, err)
 print(f"fused vs reference: {len(worst)} cases, worst relative error "
@@ -70,7 +75,7 @@ for dtype in (torch.float32, torch.bfloat16):
             out = coup(q, k)
         loss = out[0].float().sin().sum() + out[1].float().square().sum()
         grads.append([*out, *torch.autograd.grad(loss, [qkv, *coup.parameters()])])
-    err = max(((a.float() - b.float()).norm() / (b.float().norm() + 1e-12)).item() for a, b in zip(*grads))
+    err = worst_error(*grads)
     assert err < (1e-4 if dtype == torch.float32 else 5e-2), ("invertible coupling", dtype, err)
     print(f"fused invertible coupling vs plain, {dtype}: worst relative error {err:.1e}")
 import torch.nn.functional as F
@@ -86,7 +91,7 @@ for dtype in (torch.float32, torch.bfloat16):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
             y = m(xr)
         grads.append([y, *torch.autograd.grad(y.float().square().sum(), [xr, *m.parameters()])])
-    err = max(((a.float() - b.float()).norm() / (b.float().norm() + 1e-12)).item() for a, b in zip(*grads))
+    err = worst_error(*grads)
     assert err < (1e-4 if dtype == torch.float32 else 5e-2), ("differential", dtype, err)
     print(f"differential, W_o's input recomputed vs stored, {dtype}: worst relative error {err:.1e}")
 q = torch.randn(4, 4, 256, 64, device=dev, dtype=torch.bfloat16)
