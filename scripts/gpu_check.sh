@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# One check of the GPU paths, in at most ~8 minutes on one GPU:
+# One check of the GPU paths, in at most 8 minutes on one GPU (the stages' time limits add to 440 s; they are
+# estimates: the script has not yet run on a GPU):
 #   1. the fused coupled dynamics, the fused invertible coupling and Differential's recomputed W_o input against
 #      the reference functions on CUDA (float32, bf16 autocast, and torch.compile of a coupled layer), which the
-#      CPU tests cannot reach, and whether SDPA's memory-efficient kernel takes Differential's wider V;
-#   2. the benchmark at the paper-60m shape in bf16 (every variant) and bf16+torch.compile (the coupled
-#      variants and standard: compiling is most of that stage's time);
-#   3. one table of both.
+#      CPU tests cannot reach, and whether SDPA's memory-efficient kernel takes Differential's wider V; meanwhile,
+#      in the background, the main comparison at the smoke scale trained 2,000 steps per run (`coupled-qk
+#      reproduce main_table --scale smoke --budget 66.67`: every variant, 11 runs at once on the one GPU);
+#   2. the benchmark at the paper-60m shape in bf16 (every variant) and bf16+torch.compile (standard, hamiltonian
+#      and coupled_differential: compiling is most of that stage's time);
+#   3. one table of both, a row per variant.
 # Without CUDA it says so in one line and exits 0, so it is safe to run anywhere.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,10 +21,18 @@ if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
     exit 0
 fi
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 status=0
 
+# the smoke reproduce runs beside stage 1 (checks of values, not of speed), and is awaited before the benchmark
+SMOKE_RUNS=$(mktemp -d)
+COUPLED_QK_RUNS_DIR="$SMOKE_RUNS" COUPLED_QK_FIGURES_DIR="$OUT/smoke" timeout 150 "$PY" -c \
+    'import sys; from coupled_qk.cli import main; sys.exit(main(sys.argv[1:]))' \
+    reproduce main_table --scale smoke --budget 66.67 --jobs 11 > "$OUT/smoke.log" 2>&1 &
+smoke=$!
+
 echo "== 1. fused dynamics and coupling vs reference on CUDA"
-timeout 120 "$PY" - <<'PYEOF' || status=1
+timeout 90 "$PY" - <<'PYEOF' || status=1
 import torch
 from coupled_qk.integrators import INTEGRATORS, FORCES, CoupledDynamics, integrate_fused
 
@@ -104,6 +115,14 @@ except RuntimeError as e:
     print(f"SDPA's memory-efficient kernel refuses a V twice as wide as q and k: {str(e).splitlines()[0]}")
 PYEOF
 
+echo "== 1. main comparison at the smoke scale, 2,000 steps per run (started beside the checks above)"
+if wait "$smoke"; then
+    tail -1 "$OUT/smoke.log"
+else
+    status=1
+    tail -20 "$OUT/smoke.log"
+fi
+
 bench() {   # bench <seconds> <out> <args...>
     local limit=$1 out=$2
     shift 2
@@ -111,21 +130,34 @@ bench() {   # bench <seconds> <out> <args...>
         --device cuda --shapes paper-60m --quiet --out "$out" "$@" > "$out.log" 2>&1 || { status=1; tail -20 "$out.log"; }
 }
 echo "== 2. benchmark, paper-60m, bf16 (every variant)"
-bench 170 "$OUT/bf16" --modes bf16 --repeats 3 --warmup 3 --steps 10
-echo "== 2. benchmark, paper-60m, bf16+compile (standard and the coupled variants)"
-bench 230 "$OUT/compile" --modes bf16+compile --repeats 1 --warmup 3 --steps 10 \
-    --variants standard hamiltonian euler mlp_only coupled_differential
+bench 140 "$OUT/bf16" --modes bf16 --repeats 2 --warmup 3 --steps 10
+echo "== 2. benchmark, paper-60m, bf16+compile (standard, hamiltonian, coupled_differential)"
+bench 140 "$OUT/compile" --modes bf16+compile --repeats 1 --warmup 3 --steps 10 \
+    --variants standard hamiltonian coupled_differential
 
 echo "== 3. one table ($OUT)"
 OUT="$OUT" "$PY" - <<'PYEOF'
 import os, pandas as pd
 from pathlib import Path
-from coupled_qk.bench import COLUMNS, hardware
-parts = [pd.read_csv(p) for p in sorted(Path(os.environ["OUT"]).glob("*/summary.csv"))]
+from coupled_qk.attention import ATTENTION
+from coupled_qk.bench import hardware
+out = Path(os.environ["OUT"])
+parts = []   # one frame per source, indexed by variant
+for mode in ("bf16", "compile"):
+    f = out / mode / "summary.csv"
+    if f.is_file():
+        b = pd.read_csv(f).set_index("variant")
+        parts.append(b[["tokens_per_s", "tokens_per_s_ratio", "flop_limit", "of_limit", "peak_mem_ratio"]].add_prefix(f"{mode} "))
+f = out / "smoke" / "smoke" / "main_table" / "main_table.csv"
+if f.is_file():
+    m = pd.read_csv(f).set_index("variant")
+    parts.append(m[["n runs", "val ppl", "Δ vs standard % (paired)", "95% CI % (paired t)",
+                    "wall-clock ×standard (median)"]].add_prefix("smoke 2k: "))
+print(hardware())
 if parts:
-    print(hardware())
-    print(pd.concat(parts)[COLUMNS].to_markdown(index=False, floatfmt=".3g"))
+    table = pd.concat(parts, axis=1)
+    print(table.reindex([v for v in ATTENTION if v in table.index]).rename_axis("variant").to_markdown(floatfmt=".3g"))
 else:
-    print("no benchmark results")
+    print("no results")
 PYEOF
 exit $status

@@ -80,3 +80,14 @@ def test_index_is_the_readme():
     assert [c["cell_type"] for c in cells] == ["markdown"], "nbs/index.ipynb: one markdown cell; run `make index`"
     assert "".join(cells[0]["source"]) == (ROOT / "README.md").read_text().rstrip(), \
         "nbs/index.ipynb differs from README.md: run `make index` and commit"
+
+
+def test_gpu_check_without_cuda_is_one_line():
+    "scripts/gpu_check.sh never depends on a GPU: without CUDA it says so in one line and exits 0."
+    import torch
+    if torch.cuda.is_available():
+        import pytest
+        pytest.skip("CUDA is present here: the script would run its checks")
+    r = subprocess.run(["bash", ROOT / "scripts" / "gpu_check.sh"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len((r.stdout + r.stderr).strip().splitlines()) == 1, r.stdout + r.stderr
