@@ -20,7 +20,8 @@ from .invertible import InvertibleCoupling
 # %% auto #0
 __all__ = ['VARIANTS', 'COUPLED', 'INVERTIBLE', 'DIFFERENTIAL', 'POSITIONAL', 'ATTENTION', 'AttentionConfig', 'Rotary', 'attend',
            'attention_map', 'naive_attend', 'dynamics_of', 'before_scoring', 'CausalSelfAttention', 'ProjectRecomputed',
-           'project_recomputed', 'lambda_init', 'SubLayerNorm', 'DifferentialAttention', 'build_attention']
+           'project_recomputed', 'query_blocks', 'block_map', 'DifferentialAttend', 'differential_attend',
+           'lambda_init', 'SubLayerNorm', 'DifferentialAttention', 'build_attention']
 
 # %% ../nbs/01_attention.ipynb #01c6ddd0
 VARIANTS = ("standard", "hamiltonian", "euler", "mlp_only", "differential", "coupled_differential",
@@ -196,6 +197,64 @@ def project_recomputed(f, weight: Tensor, *xs: Tensor) -> Tensor:
     "`F.linear(f(*xs), weight)`, with f's output recomputed in the backward instead of kept (`ProjectRecomputed`)."
     return ProjectRecomputed.apply(f, weight, *xs)
 
+# %% ../nbs/01_attention.ipynb #69cb6912
+def query_blocks(T: int, n: int) -> list[tuple[int, int]]:
+    "n blocks of query rows [r₀, r₁) that cover 0 … T − 1, as even as integers allow."
+    edges = [T * i // n for i in range(n + 1)]
+    return [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+def block_map(q: Tensor, k: Tensor, r0: int, r1: int) -> Tensor:
+    "Rows r₀ … r₁ − 1 of the causal map softmax(QKᵀ/√d + M), (…, r₁ − r₀, r₁): those rows see no key from r₁ on."
+    mask = torch.ones(r1 - r0, r1, dtype=torch.bool, device=q.device).triu(r0 + 1)
+    bias = torch.zeros(r1 - r0, r1, dtype=q.dtype, device=q.device).masked_fill_(mask, float("-inf"))
+    qb, kb = q[..., r0:r1, :].flatten(0, -3), k[..., :r1, :].flatten(0, -3)
+    s = torch.baddbmm(bias, qb, kb.transpose(-1, -2), alpha=1 / math.sqrt(q.shape[-1]))
+    return s.softmax(-1).view(*q.shape[:-2], r1 - r0, r1)
+
+class DifferentialAttend(torch.autograd.Function):
+    "(A₁ − λA₂)V in blocks of query rows, keeping only its inputs for the backward (`differential_attend`)."
+    @staticmethod
+    def forward(ctx, q1, k1, q2, k2, v, lam, n_blocks: int):
+        B, h, T, dv = v.shape
+        out = v.new_empty(B, T, h, dv).transpose(1, 2)      # token by token: W_o reads it without a copy
+        for r0, r1 in query_blocks(T, n_blocks):
+            a = torch.addcmul(block_map(q1, k1, r0, r1), block_map(q2, k2, r0, r1), lam, value=-1)
+            torch.matmul(a, v[..., :r1, :], out=out[..., r0:r1, :])
+        ctx.save_for_backward(q1, k1, q2, k2, v, lam)
+        ctx.n_blocks = n_blocks
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout: Tensor):
+        q1, k1, q2, k2, v, lam = ctx.saved_tensors
+        scale = 1 / math.sqrt(q1.shape[-1])
+        dq1, dk1, dq2, dk2, dv = (torch.zeros_like(t) for t in (q1, k1, q2, k2, v))
+        dlam = torch.zeros_like(lam)
+        with torch.autocast(v.device.type, enabled=False):
+            for r0, r1 in query_blocks(q1.shape[-2], ctx.n_blocks):
+                a1, a2 = block_map(q1, k1, r0, r1), block_map(q2, k2, r0, r1)
+                do = dout[..., r0:r1, :]
+                dv[..., :r1, :] += torch.addcmul(a1, a2, lam, value=-1).transpose(-1, -2) @ do
+                da = do @ v[..., :r1, :].transpose(-1, -2)                      # ∂A; ∂A₁ = ∂A, ∂A₂ = −λ∂A
+                dlam -= torch.vdot(da.flatten(), a2.flatten())
+                for a, q, k, dq, dk, c in ((a1, q1, k1, dq1, dk1, scale), (a2, q2, k2, dq2, dk2, -lam * scale)):
+                    ds = torch.ops.aten._softmax_backward_data(da, a, -1, da.dtype)   # A ∘ (∂A − rowsum(∂A ∘ A))
+                    dq[..., r0:r1, :] = (ds @ k[..., :r1, :]).mul_(c)
+                    dk[..., :r1, :] += (ds.transpose(-1, -2) @ q[..., r0:r1, :]).mul_(c)
+        return dq1, dk1, dq2, dk2, dv, dlam, None
+
+def differential_attend(q1: Tensor, k1: Tensor, q2: Tensor, k2: Tensor, v: Tensor, lam: Tensor,
+                        n_blocks: int | None = None) -> Tensor:
+    """(softmax(Q₁K₁ᵀ/√d + M) − λ softmax(Q₂K₂ᵀ/√d + M))V for q, k (B, h, T, d) and v (B, h, T, 2d), in
+    `n_blocks` blocks of query rows (default: one up to T = 64, then blocks of about 128 rows, at least two)."""
+    T = q1.shape[-2]
+    n = n_blocks or (1 if T <= 64 else max(2, T // 128))
+    dtype = torch.promote_types(v.dtype, torch.float32)
+    with torch.autocast(v.device.type, enabled=False):
+        out = DifferentialAttend.apply(*(t.to(dtype) for t in (q1, k1, q2, k2, v, lam)), n)
+    return out.to(v.dtype)
+
 # %% ../nbs/01_attention.ipynb #81f3cd74
 def lambda_init(layer_idx: int) -> float:
     "Differential Attention's λ_init for a 0-based layer index."
@@ -232,6 +291,7 @@ class DifferentialAttention(nn.Module):
         self.dynamics = dynamics_of(cfg, 2 * self.n_heads, d)
         self.coupling = (InvertibleCoupling(2 * self.n_heads, d, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
                          if cfg.invertible else None)
+        self.core = "auto"    # (A1 − λA2)V: 'blocks' (`differential_attend`), 'flash' (four SDPA calls), 'auto': blocks on CPU
 
     def lam(self) -> Tensor:
         "λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init."
@@ -250,23 +310,35 @@ class DifferentialAttention(nn.Module):
         lam = self.lam().to(q.dtype)
         q1, k1, q2, k2 = q[:, 0::2], k[:, 0::2], q[:, 1::2], k[:, 1::2]
         if naive:
-            y = self.norm_heads(((attention_map(q1, k1) - lam * attention_map(q2, k2)) @ v).transpose(1, 2),
-                                self.subln.weight)
-            return self.proj(y.reshape(B, T, C))
-        # (A1 − λA2)V = A1V − λ·A2V, on strided views; V's two halves of width d one SDPA call each, so that q, k
-        # and v share a head dim and SDPA takes its flash kernel, as the reference's flash path does
-        outs = [attend(qi, ki, vh) for vh in v.chunk(2, -1) for qi, ki in ((q1, k1), (q2, k2))]
-        # keep SDPA's outputs only, not W_o's input (under torch.compile its partitioner chooses what to recompute)
+            y = ((attention_map(q1, k1) - lam * attention_map(q2, k2)) @ v).transpose(1, 2)
+            return self.proj(self.norm_heads(y, self.subln.weight).flatten(2))
+        if self.in_blocks(q):
+            f, xs = self.norm_tokens, (self.subln.weight, differential_attend(q1, k1, q2, k2, v, lam))
+        else:   # V's two halves of width d one flash call each, as the reference's flash path does
+            f, xs = self.combine, (lam, self.subln.weight,
+                                   *[attend(qi, ki, vh) for vh in v.chunk(2, -1) for qi, ki in ((q1, k1), (q2, k2))])
+        # keep the core's output only, not W_o's input (under torch.compile its partitioner chooses what to recompute)
         if self.cfg.recompute and torch.is_grad_enabled() and not torch.compiler.is_compiling():
-            return project_recomputed(self.combine, self.proj.weight, lam, self.subln.weight, *outs)
-        return self.proj(self.combine(lam, self.subln.weight, *outs))
+            return project_recomputed(f, self.proj.weight, *xs)
+        return self.proj(f(*xs))
+
+    def in_blocks(self, q: Tensor) -> bool:
+        "Whether the core runs as `differential_attend` (`core` 'blocks', or 'auto' on CPU outside torch.compile)."
+        if self.core not in ("auto", "blocks", "flash"):
+            raise ValueError(f"DifferentialAttention.core={self.core!r}; valid: auto, blocks, flash")
+        return self.core == "blocks" or (self.core == "auto" and q.device.type == "cpu"
+                                         and not torch.compiler.is_compiling())
 
     def norm_heads(self, y: Tensor, gain: Tensor) -> Tensor:
         "Each head's (A1 − λA2)V, (B, T, h, 2d), through the sub-layer RMSNorm (weight `gain`), times 1 − λ_init."
         return F.rms_norm(y, (y.shape[-1],), gain, self.subln.eps) * (1 - self.lambda_init)
 
+    def norm_tokens(self, gain: Tensor, y: Tensor) -> Tensor:
+        "W_o's input, (B, T, h·2d): `norm_heads` of the core's output y = (A1 − λA2)V, (B, h, T, 2d)."
+        return self.norm_heads(y.transpose(1, 2), gain).flatten(2)
+
     def combine(self, lam: Tensor, gain: Tensor, o11: Tensor, o21: Tensor, o12: Tensor, o22: Tensor) -> Tensor:
-        """W_o's input, (B, T, h·2d): `norm_heads` of A1V − λA2V from the four SDPA outputs o_ij = A_i V_j (V_j the
+        """W_o's input, (B, T, h·2d): `norm_heads` of A1V − λA2V from the four flash outputs o_ij = A_i V_j (V_j the
         j-th half of V), written token by token so that W_o reads it without a copy."""
         y = torch.cat([torch.addcmul(o11, -lam, o21).transpose(1, 2), torch.addcmul(o12, -lam, o22).transpose(1, 2)], -1)
         return self.norm_heads(y, gain).flatten(2)

@@ -99,7 +99,7 @@ def _bs(cfg: BenchConfig, shape: str, device) -> tuple[int, int]:
 def as_reference(model: torch.nn.Module):
     """Inside the block `model` computes what its equations say and nothing more: every dynamics or coupling as
     plain autograd (not fused, nothing recomputed) and attention through its explicit maps, softmax(QKᵀ)V, and
-    Differential's (A1 − λA2)V. (Its flash path, like the reference's, scores each map twice, once per half of V.)"""
+    Differential's (A1 − λA2)V. (Its flash calls, like the reference's, score each map twice, once per half of V.)"""
     dyn = [m for m in model.modules() if isinstance(m, (CoupledDynamics, InvertibleCoupling))]
     attn = [m for m in model.modules() if isinstance(m, (CausalSelfAttention, DifferentialAttention))]
     saved = [(m.fused, m.recompute) for m in dyn]
