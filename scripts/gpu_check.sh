@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One check of the GPU paths, in at most 8 minutes on one GPU (the stages' time limits add to 440 s; they are
 # estimates: the script has not yet run on a GPU):
-#   1. the fused coupled dynamics, the fused invertible coupling and Differential's recomputed W_o input against
-#      the reference functions on CUDA (float32, bf16 autocast, and torch.compile of a coupled layer), which the
-#      CPU tests cannot reach, and whether SDPA's memory-efficient kernel takes Differential's wider V; meanwhile,
+#   1. the fused coupled dynamics, the fused invertible coupling, and Differential's four flash calls (its GPU path)
+#      against the reference functions, W_o's input stored, and its core in blocks (the CPU path), on CUDA
+#      (float32, bf16 autocast, and torch.compile of a coupled layer), which the CPU tests cannot reach; and
+#      whether SDPA's memory-efficient kernel takes Differential's wider V; meanwhile,
 #      in the background, the main comparison at the smoke scale trained 2,000 steps per run (`coupled-qk
 #      reproduce main_table --scale smoke --budget 66.67`: every variant, 11 runs at once on the one GPU);
 #   2. the benchmark at the paper-60m shape in bf16 (every variant) and bf16+torch.compile (standard, hamiltonian
@@ -94,20 +95,23 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from coupled_qk.attention import AttentionConfig, build_attention
 x = torch.randn(4, 256, 512, device=dev)
 for dtype in (torch.float32, torch.bfloat16):
-    grads = []
-    for recompute in (True, False):   # W_o's input recomputed in the backward (ProjectRecomputed) or stored
+    grads = {}
+    # the GPU's path (four flash calls, W_o's input recomputed), against it stored, and against the core in blocks
+    for label, core, recompute in (("flash", "flash", True), ("stored", "flash", False), ("blocks", "blocks", True)):
         torch.manual_seed(1)
         m = build_attention(AttentionConfig("differential", recompute=recompute), 512, 8, layer_idx=2).to(dev)
+        m.core = core
         xr = x.clone().requires_grad_()
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
             y = m(xr)
-        grads.append([y, *torch.autograd.grad(y.float().square().sum(), [xr, *m.parameters()])])
-    err = worst_error(*grads)
-    assert err < (1e-4 if dtype == torch.float32 else 5e-2), ("differential", dtype, err)
-    print(f"differential, W_o's input recomputed vs stored, {dtype}: worst relative error {err:.1e}")
+        grads[label] = [y, *torch.autograd.grad(y.float().square().sum(), [xr, *m.parameters()])]
+    for other in ("stored", "blocks"):
+        err = worst_error(grads[other], grads["flash"])
+        assert err < (1e-4 if dtype == torch.float32 else 5e-2), ("differential", other, dtype, err)
+        print(f"differential, four flash calls vs {other}, {dtype}: worst relative error {err:.1e}")
 q = torch.randn(4, 4, 256, 64, device=dev, dtype=torch.bfloat16)
 v = torch.randn(4, 4, 256, 128, device=dev, dtype=torch.bfloat16)
-try:   # if it does, Differential could score each map once here instead of twice (its CPU flash path)
+try:   # if it does, Differential's flash path could score each map once instead of twice
     with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
         F.scaled_dot_product_attention(q, q, v, is_causal=True)
     print("SDPA's memory-efficient kernel takes a V twice as wide as q and k")
