@@ -20,8 +20,8 @@ from .invertible import InvertibleCoupling
 # %% auto #0
 __all__ = ['VARIANTS', 'COUPLED', 'INVERTIBLE', 'DIFFERENTIAL', 'POSITIONAL', 'ATTENTION', 'AttentionConfig', 'Rotary', 'attend',
            'attention_map', 'naive_attend', 'dynamics_of', 'before_scoring', 'CausalSelfAttention', 'ProjectRecomputed',
-           'project_recomputed', 'query_blocks', 'block_map', 'DifferentialAttend', 'differential_attend',
-           'lambda_init', 'SubLayerNorm', 'DifferentialAttention', 'build_attention']
+           'project_recomputed', 'query_blocks', 'causal_bias', 'block_map', 'DifferentialAttend',
+           'differential_attend', 'lambda_init', 'SubLayerNorm', 'DifferentialAttention', 'build_attention']
 
 # %% ../nbs/01_attention.ipynb #01c6ddd0
 VARIANTS = ("standard", "hamiltonian", "euler", "mlp_only", "differential", "coupled_differential",
@@ -203,53 +203,64 @@ def query_blocks(T: int, n: int) -> list[tuple[int, int]]:
     edges = [T * i // n for i in range(n + 1)]
     return [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
 
-def block_map(q: Tensor, k: Tensor, r0: int, r1: int) -> Tensor:
-    "Rows r₀ … r₁ − 1 of the causal map softmax(QKᵀ/√d + M), (…, r₁ − r₀, r₁): those rows see no key from r₁ on."
-    mask = torch.ones(r1 - r0, r1, dtype=torch.bool, device=q.device).triu(r0 + 1)
-    bias = torch.zeros(r1 - r0, r1, dtype=q.dtype, device=q.device).masked_fill_(mask, float("-inf"))
-    qb, kb = q[..., r0:r1, :].flatten(0, -3), k[..., :r1, :].flatten(0, -3)
-    s = torch.baddbmm(bias, qb, kb.transpose(-1, -2), alpha=1 / math.sqrt(q.shape[-1]))
-    return s.softmax(-1).view(*q.shape[:-2], r1 - r0, r1)
+def causal_bias(r0: int, r1: int, like: Tensor) -> Tensor:
+    "(r₁ − r₀, r₁): 0 where query row r₀ + i may see key j (j ≤ r₀ + i), −∞ above the diagonal."
+    mask = torch.ones(r1 - r0, r1, dtype=torch.bool, device=like.device).triu(r0 + 1)
+    return torch.zeros(r1 - r0, r1, dtype=like.dtype, device=like.device).masked_fill_(mask, float("-inf"))
+
+def block_map(q: Tensor, k: Tensor, bias: Tensor, r0: int, r1: int) -> Tensor:
+    "Rows r₀ … r₁ − 1 of the causal map softmax(QKᵀ/√d + M) of (N, T, d) q and k: (N, r₁ − r₀, r₁)."
+    return torch.baddbmm(bias, q[:, r0:r1], k[:, :r1].transpose(1, 2), alpha=1 / math.sqrt(q.shape[-1])).softmax(-1)
 
 class DifferentialAttend(torch.autograd.Function):
     "(A₁ − λA₂)V in blocks of query rows, keeping only its inputs for the backward (`differential_attend`)."
     @staticmethod
     def forward(ctx, q1, k1, q2, k2, v, lam, n_blocks: int):
         B, h, T, dv = v.shape
-        out = v.new_empty(B, T, h, dv).transpose(1, 2)      # token by token: W_o reads it without a copy
+        q1f, k1f, q2f, k2f, vf = (t.reshape(B * h, T, t.shape[-1]) for t in (q1, k1, q2, k2, v))   # copied once if strided
+        out = v.new_empty(B, T, h, dv)                      # token by token, the order the norm and W_o read it in
         for r0, r1 in query_blocks(T, n_blocks):
-            a = torch.addcmul(block_map(q1, k1, r0, r1), block_map(q2, k2, r0, r1), lam, value=-1)
-            torch.matmul(a, v[..., :r1, :], out=out[..., r0:r1, :])
+            bias = causal_bias(r0, r1, vf)
+            a = block_map(q1f, k1f, bias, r0, r1).addcmul_(block_map(q2f, k2f, bias, r0, r1), lam, value=-1)
+            out[:, r0:r1] = torch.bmm(a, vf[:, :r1]).view(B, h, r1 - r0, dv).transpose(1, 2)
         ctx.save_for_backward(q1, k1, q2, k2, v, lam)
         ctx.n_blocks = n_blocks
-        return out
+        return out.transpose(1, 2)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout: Tensor):
         q1, k1, q2, k2, v, lam = ctx.saved_tensors
+        B, h, T, dv = v.shape
         scale = 1 / math.sqrt(q1.shape[-1])
-        dq1, dk1, dq2, dk2, dv = (torch.zeros_like(t) for t in (q1, k1, q2, k2, v))
+        q1f, k1f, q2f, k2f, vf, dof = (t.reshape(B * h, T, t.shape[-1]) for t in (q1, k1, q2, k2, v, dout))
+        dq1, dq2 = torch.empty_like(q1f), torch.empty_like(q2f)          # every row written once
+        dk1, dk2, dvf = torch.zeros_like(k1f), torch.zeros_like(k2f), torch.zeros_like(vf)
         dlam = torch.zeros_like(lam)
         with torch.autocast(v.device.type, enabled=False):
-            for r0, r1 in query_blocks(q1.shape[-2], ctx.n_blocks):
-                a1, a2 = block_map(q1, k1, r0, r1), block_map(q2, k2, r0, r1)
-                do = dout[..., r0:r1, :]
-                dv[..., :r1, :] += torch.addcmul(a1, a2, lam, value=-1).transpose(-1, -2) @ do
-                da = do @ v[..., :r1, :].transpose(-1, -2)                      # ∂A; ∂A₁ = ∂A, ∂A₂ = −λ∂A
+            for r0, r1 in query_blocks(T, ctx.n_blocks):
+                bias = causal_bias(r0, r1, vf)
+                a1, a2 = block_map(q1f, k1f, bias, r0, r1), block_map(q2f, k2f, bias, r0, r1)
+                do = dof[:, r0:r1]
+                dvf[:, :r1] += torch.addcmul(a1, a2, lam, value=-1).transpose(1, 2) @ do
+                da = do @ vf[:, :r1].transpose(1, 2)                             # ∂A; ∂A₁ = ∂A, ∂A₂ = −λ∂A
                 dlam -= torch.vdot(da.flatten(), a2.flatten())
-                for a, q, k, dq, dk, c in ((a1, q1, k1, dq1, dk1, scale), (a2, q2, k2, dq2, dk2, -lam * scale)):
+                for a, q, k, dq, dk, c in ((a1, q1f, k1f, dq1, dk1, scale), (a2, q2f, k2f, dq2, dk2, -lam * scale)):
                     ds = torch.ops.aten._softmax_backward_data(da, a, -1, da.dtype)   # A ∘ (∂A − rowsum(∂A ∘ A))
-                    dq[..., r0:r1, :] = (ds @ k[..., :r1, :]).mul_(c)
-                    dk[..., :r1, :] += (ds.transpose(-1, -2) @ q[..., r0:r1, :]).mul_(c)
-        return dq1, dk1, dq2, dk2, dv, dlam, None
+                    dq[:, r0:r1] = (ds @ k[:, :r1]).mul_(c)
+                    dk[:, :r1] += (ds.transpose(1, 2) @ q[:, r0:r1]).mul_(c)
+        grads = (g.view(B, h, T, g.shape[-1]) for g in (dq1, dk1, dq2, dk2, dvf))
+        return *grads, dlam, None
 
 def differential_attend(q1: Tensor, k1: Tensor, q2: Tensor, k2: Tensor, v: Tensor, lam: Tensor,
                         n_blocks: int | None = None) -> Tensor:
-    """(softmax(Q₁K₁ᵀ/√d + M) − λ softmax(Q₂K₂ᵀ/√d + M))V for q, k (B, h, T, d) and v (B, h, T, 2d), in
-    `n_blocks` blocks of query rows (default: one up to T = 64, then blocks of about 128 rows, at least two)."""
+    """(softmax(Q₁K₁ᵀ/√d + M) − λ softmax(Q₂K₂ᵀ/√d + M))V for q, k (B, h, T, d), v (B, h, T, 2d) and a scalar λ,
+    in `n_blocks` blocks of query rows (default: one up to T = 64, then blocks of about 128 rows, at least two)."""
     T = q1.shape[-2]
     n = n_blocks or (1 if T <= 64 else max(2, T // 128))
+    if n < 1 or lam.dim():
+        raise ValueError(f"differential_attend needs n_blocks ≥ 1 and a scalar (0-dim) λ; got n_blocks={n_blocks}, "
+                         f"λ of shape {tuple(lam.shape)}")
     dtype = torch.promote_types(v.dtype, torch.float32)
     with torch.autocast(v.device.type, enabled=False):
         out = DifferentialAttend.apply(*(t.to(dtype) for t in (q1, k1, q2, k2, v, lam)), n)
