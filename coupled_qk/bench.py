@@ -7,6 +7,7 @@ side by side in one run: variants interleaved over repeats, medians, and ratios 
 from __future__ import annotations
 
 import json
+import math
 import random
 import resource
 import subprocess
@@ -18,6 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from .attention import VARIANTS, CausalSelfAttention, DifferentialAttention
@@ -31,9 +33,10 @@ if TYPE_CHECKING:
 from .provenance import git_revision, hardware
 
 # %% auto #0
-__all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'COLUMNS', 'BenchConfig', 'matmul_peak', 'as_reference',
-           'count_cpu_flash_attention', 'train_step_flops', 'saved_bytes', 'count_step', 'cpu_peak_reset', 'cpu_peak',
-           'measure', 'isolated', 'measure_isolated', 'run_bench', 'summarize', 'write_bench', 'bench_main']
+__all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'SPEED_TARGET', 'MEMORY_TARGET', 'COLUMNS', 'BenchConfig', 'matmul_peak',
+           'as_reference', 'count_cpu_flash_attention', 'train_step_flops', 'saved_bytes', 'count_step',
+           'cpu_peak_reset', 'cpu_peak', 'measure', 'isolated', 'measure_isolated', 'run_bench', 'summarize',
+           'paired_intervals', 'target_status', 'write_bench', 'bench_main']
 
 # %% ../nbs/12_bench.ipynb #d65775f5
 MODES = ("eager", "bf16", "compile", "bf16+compile")
@@ -288,7 +291,7 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
     return df
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    "Medians per (shape, mode, variant) and ratios to standard's medians."
+    "Medians per (shape, mode, variant), ratios to standard's medians, paired intervals and the target's ruling."
     g = df.groupby(["shape", "mode", "variant"], sort=False)
     s = g.agg(n=("repeat", "size"), batch=("batch", "first"), seq=("seq", "first"), params=("params", "first"),
               tokens_per_s=("tokens_per_s", "median"), peak_mem_mb=("peak_mem_mb", "median"),
@@ -304,11 +307,46 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     s["run_flops_ratio"] = s.run_gflops_per_step.values / std.loc[key, "run_gflops_per_step"].values
     s["flop_limit"] = 1 / s.flops_ratio      # tokens/s ratio if every FLOP cost what standard's cost
     s["of_limit"] = s.tokens_per_s_ratio / s.flop_limit
+    # paired intervals and the ruling against the targets (next section)
+    key, names = ["shape", "mode", "variant"], dict(lo="of_limit_lo", hi="of_limit_hi", mde="speed_mde")
+    s = s.merge(paired_intervals(df, "tokens_per_s").rename(columns=names), on=key, how="left")
+    mem = paired_intervals(df, "peak_mem_mb")[key + ["lo", "hi"]]
+    s = s.merge(mem.rename(columns=dict(lo="peak_mem_ratio_lo", hi="peak_mem_ratio_hi")), on=key, how="left")
+    s[["of_limit_lo", "of_limit_hi"]] = s[["of_limit_lo", "of_limit_hi"]].div(s.flop_limit, axis=0)
+    bounds = s[["of_limit_lo", "of_limit_hi", "peak_mem_ratio_lo", "peak_mem_ratio_hi"]].itertuples(index=False)
+    s["target"] = [target_status(*b) for b in bounds]
+    s.loc[s.variant == "standard", "target"] = "baseline"
     return s
 
+# %% ../nbs/12_bench.ipynb #fb6806c5
+SPEED_TARGET, MEMORY_TARGET = 0.97, 1.05     # of the FLOP limit; × standard's peak memory
+
+def paired_intervals(df: pd.DataFrame, column: str, confidence: float = 0.95) -> pd.DataFrame:
+    """Per (shape, mode, variant): the number of repeats paired with standard's, and the t interval and minimum
+    detectable change of the ratio of `column` to standard's in the same repeat (from the log ratios)."""
+    import pandas as pd
+
+    from coupled_qk.stats import mean_test
+    key = ["shape", "mode", "repeat"]
+    std = df[df.variant == "standard"].set_index(key)[column]
+    rows = []
+    for (shape, mode, variant), g in df.groupby(["shape", "mode", "variant"], sort=False):
+        mine = g.set_index(key)[column]
+        t = mean_test(np.log(mine / std.reindex(mine.index)).to_numpy(), n_boot=100, confidence=confidence)
+        rows.append(dict(shape=shape, mode=mode, variant=variant, pairs=t["n"], lo=math.exp(t["t_ci_low"]),
+                         hi=math.exp(t["t_ci_high"]), mde=math.expm1(t["mde"])))
+    return pd.DataFrame(rows)
+
+def target_status(speed_lo: float, speed_hi: float, mem_lo: float, mem_hi: float) -> str:
+    "met / missed / undecided: the intervals of `of_limit` and of the peak-memory ratio against the targets."
+    if speed_hi < SPEED_TARGET or mem_lo > MEMORY_TARGET:
+        return "missed"
+    return "met" if speed_lo >= SPEED_TARGET and mem_hi <= MEMORY_TARGET else "undecided"
+
 # %% ../nbs/12_bench.ipynb #4000908a
-COLUMNS = ["shape", "mode", "variant", "n", "batch", "seq", "params", "tokens_per_s", "tokens_per_s_ratio",
-           "flop_limit", "of_limit", "peak_mem_mb", "peak_mem_ratio", "saved_mb", "saved_ratio", "gflops_per_step", "flops_ratio",
+COLUMNS = ["shape", "mode", "variant", "target", "n", "batch", "seq", "params", "tokens_per_s", "tokens_per_s_ratio",
+           "flop_limit", "of_limit", "of_limit_lo", "of_limit_hi", "speed_mde", "peak_mem_mb", "peak_mem_ratio",
+           "peak_mem_ratio_lo", "peak_mem_ratio_hi", "saved_mb", "saved_ratio", "gflops_per_step", "flops_ratio",
            "run_flops_ratio", "mfu"]
 
 def write_bench(df, summary, out: Path, command: str) -> Path:

@@ -151,7 +151,7 @@ for mode in ("bf16", "compile"):
     f = out / mode / "summary.csv"
     if f.is_file():
         b = pd.read_csv(f).set_index("variant")
-        parts.append(b[["tokens_per_s", "tokens_per_s_ratio", "flop_limit", "of_limit", "peak_mem_ratio"]].add_prefix(f"{mode} "))
+        parts.append(b[["tokens_per_s", "tokens_per_s_ratio", "flop_limit", "of_limit", "peak_mem_ratio", "target"]].add_prefix(f"{mode} "))
 f = out / "smoke" / "smoke" / "main_table" / "main_table.csv"
 if f.is_file():
     m = pd.read_csv(f).set_index("variant")
