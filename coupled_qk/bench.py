@@ -291,7 +291,7 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
     return df
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    "Medians per (shape, mode, variant), ratios to standard's medians, paired intervals and the target's ruling."
+    "Medians per (shape, mode, variant); ratios to standard, paired by repeat, with their intervals; the target's ruling."
     g = df.groupby(["shape", "mode", "variant"], sort=False)
     s = g.agg(n=("repeat", "size"), batch=("batch", "first"), seq=("seq", "first"), params=("params", "first"),
               tokens_per_s=("tokens_per_s", "median"), peak_mem_mb=("peak_mem_mb", "median"),
@@ -300,19 +300,19 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
               mfu=("mfu", "median")).reset_index()
     std = s[s.variant == "standard"].set_index(["shape", "mode"])
     key = list(zip(s["shape"], s["mode"]))
-    s["tokens_per_s_ratio"] = s.tokens_per_s.values / std.loc[key, "tokens_per_s"].values
-    s["peak_mem_ratio"] = s.peak_mem_mb.values / std.loc[key, "peak_mem_mb"].values
     s["saved_ratio"] = s.saved_mb.values / std.loc[key, "saved_mb"].values
     s["flops_ratio"] = s.gflops_per_step.values / std.loc[key, "gflops_per_step"].values
     s["run_flops_ratio"] = s.run_gflops_per_step.values / std.loc[key, "run_gflops_per_step"].values
     s["flop_limit"] = 1 / s.flops_ratio      # tokens/s ratio if every FLOP cost what standard's cost
-    s["of_limit"] = s.tokens_per_s_ratio / s.flop_limit
-    # paired intervals and the ruling against the targets (next section)
-    key, names = ["shape", "mode", "variant"], dict(lo="of_limit_lo", hi="of_limit_hi", mde="speed_mde")
-    s = s.merge(paired_intervals(df, "tokens_per_s").rename(columns=names), on=key, how="left")
-    mem = paired_intervals(df, "peak_mem_mb")[key + ["lo", "hi"]]
-    s = s.merge(mem.rename(columns=dict(lo="peak_mem_ratio_lo", hi="peak_mem_ratio_hi")), on=key, how="left")
-    s[["of_limit_lo", "of_limit_hi"]] = s[["of_limit_lo", "of_limit_hi"]].div(s.flop_limit, axis=0)
+    # the ratios to standard, paired by repeat, with their intervals (next section)
+    key = ["shape", "mode", "variant"]
+    speed = paired_intervals(df, "tokens_per_s").rename(columns=dict(ratio="tokens_per_s_ratio", mde="speed_mde"))
+    mem = paired_intervals(df, "peak_mem_mb").drop(columns=["pairs", "mde"])
+    s = s.merge(speed, on=key, how="left").merge(mem.rename(columns=dict(
+        ratio="peak_mem_ratio", lo="peak_mem_ratio_lo", hi="peak_mem_ratio_hi")), on=key, how="left")
+    for name, ratio in (("of_limit", "tokens_per_s_ratio"), ("of_limit_lo", "lo"), ("of_limit_hi", "hi")):
+        s[name] = s[ratio] / s.flop_limit
+    s = s.drop(columns=["lo", "hi"])
     bounds = s[["of_limit_lo", "of_limit_hi", "peak_mem_ratio_lo", "peak_mem_ratio_hi"]].itertuples(index=False)
     s["target"] = [target_status(*b) for b in bounds]
     s.loc[s.variant == "standard", "target"] = "baseline"
@@ -322,8 +322,8 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 SPEED_TARGET, MEMORY_TARGET = 0.97, 1.05     # of the FLOP limit; × standard's peak memory
 
 def paired_intervals(df: pd.DataFrame, column: str, confidence: float = 0.95) -> pd.DataFrame:
-    """Per (shape, mode, variant): the number of repeats paired with standard's, and the t interval and minimum
-    detectable change of the ratio of `column` to standard's in the same repeat (from the log ratios)."""
+    """Per (shape, mode, variant): the number of repeats paired with standard's, the ratio of `column` to
+    standard's (the geometric mean over repeats), its t interval and its minimum detectable change."""
     import pandas as pd
 
     from coupled_qk.stats import mean_test
@@ -333,7 +333,8 @@ def paired_intervals(df: pd.DataFrame, column: str, confidence: float = 0.95) ->
     for (shape, mode, variant), g in df.groupby(["shape", "mode", "variant"], sort=False):
         mine = g.set_index(key)[column]
         t = mean_test(np.log(mine / std.reindex(mine.index)).to_numpy(), n_boot=100, confidence=confidence)
-        rows.append(dict(shape=shape, mode=mode, variant=variant, pairs=t["n"], lo=math.exp(t["t_ci_low"]),
+        rows.append(dict(shape=shape, mode=mode, variant=variant, pairs=t["n"], ratio=math.exp(t["mean"]),
+                         lo=math.exp(t["t_ci_low"]),
                          hi=math.exp(t["t_ci_high"]), mde=math.expm1(t["mde"])))
     return pd.DataFrame(rows)
 
