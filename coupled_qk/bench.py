@@ -36,7 +36,7 @@ from .provenance import git_revision, hardware
 __all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'SPEED_TARGET', 'MEMORY_TARGET', 'COLUMNS', 'BenchConfig', 'matmul_peak',
            'as_reference', 'count_cpu_flash_attention', 'train_step_flops', 'saved_bytes', 'count_step',
            'cpu_peak_reset', 'cpu_peak', 'measure', 'isolated', 'measure_isolated', 'run_bench', 'summarize',
-           'paired_intervals', 'target_status', 'write_bench', 'bench_main']
+           'paired_intervals', 'target_status', 'write_bench', 'write_summary', 'summarize_raw', 'bench_main']
 
 # %% ../nbs/12_bench.ipynb #d65775f5
 MODES = ("eager", "bf16", "compile", "bf16+compile")
@@ -359,12 +359,31 @@ def write_bench(df, summary, out: Path, command: str) -> Path:
                 matmul_peak_tflops=df.groupby("mode").matmul_peak_tflops.first().to_dict())
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / "raw.csv", index=False)
+    return write_summary(summary, out, prov)
+
+def write_summary(summary, out: Path, prov: dict) -> Path:
+    "Write summary.csv, summary.md and provenance.json into `out`; `prov` is the measurement's provenance."
     summary[COLUMNS].to_csv(out / "summary.csv", index=False)
     (out / "provenance.json").write_text(json.dumps(prov, indent=2))
     md = summary[COLUMNS].to_markdown(index=False, floatfmt=".3g")
-    (out / "summary.md").write_text(f"`{command}` — {prov['hardware']}, torch {prov['torch']}, git {prov['git']}, "
-                                    f"{prov['date']}\n\n{md}\n")
+    again = prov.get("summarized")
+    again = f"; summarized again by `{again['command']}` at git {again['git']}, {again['date']}" if again else ""
+    (out / "summary.md").write_text(f"`{prov['command']}` — {prov['hardware']}, torch {prov['torch']}, git {prov['git']}, "
+                                    f"{prov['date']}{again}\n\n{md}\n")
     return out
+
+def summarize_raw(raw: Path, command: str) -> Path:
+    """Summarize a run's raw.csv again, with this code's `summarize`, without measuring: summary.csv and summary.md
+    beside it are rewritten, and its provenance.json keeps the measurement's record and adds this one."""
+    import pandas as pd
+    raw = Path(raw)
+    prov_file = raw.with_name("provenance.json")
+    if not (raw.is_file() and prov_file.is_file()):
+        raise ValueError(f"--from-raw {raw}: needs a benchmark's raw.csv with its provenance.json beside it "
+                         f"(as `coupled-qk bench --out FOLDER` writes them)")
+    prov = json.loads(prov_file.read_text())
+    prov["summarized"] = dict(command=command, git=git_revision(), date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    return write_summary(summarize(pd.read_csv(raw)), raw.parent, prov)
 
 def bench_main(argv: list[str] | None = None) -> int:
     "coupled-qk bench: measure every variant side by side and write the table."
@@ -382,7 +401,17 @@ def bench_main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None, help="auto, cpu, cuda (default: the `device` setting)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: figures/benchmark/<device>)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--from-raw", type=Path, default=None,
+                   help="measure nothing: summarize this raw.csv again (summary.csv, summary.md beside it)")
     a = p.parse_args(argv)
+    cmd = "coupled-qk bench " + " ".join(str(x) for x in (argv if argv is not None else sys.argv[1:]))
+    if a.from_raw:
+        try:
+            out = summarize_raw(a.from_raw, cmd.strip())
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        print(f"wrote {out}/summary.md, summary.csv, provenance.json")
+        return 0
     try:
         dev = resolve_device(a.device)
         modes = a.modes or (["eager", "bf16", "bf16+compile"] if dev.type == "cuda" else ["eager"])
@@ -397,7 +426,6 @@ def bench_main(argv: list[str] | None = None) -> int:
     df = run_bench(cfg, progress=not a.quiet)
     summary = summarize(df)
     out = a.out or load_settings().figures_dir / "benchmark" / dev.type
-    cmd = "coupled-qk bench " + " ".join(argv if argv is not None else sys.argv[1:])
     write_bench(df, summary, out, cmd.strip())
     print(summary[COLUMNS].to_markdown(index=False, floatfmt=".3g"))
     print(f"\nwrote {out}/summary.md, summary.csv, raw.csv, provenance.json")
