@@ -305,11 +305,11 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     s["run_flops_ratio"] = s.run_gflops_per_step.values / std.loc[key, "run_gflops_per_step"].values
     s["flop_limit"] = 1 / s.flops_ratio      # tokens/s ratio if every FLOP cost what standard's cost
     # the ratios to standard, paired by repeat, with their intervals (next section)
-    key = ["shape", "mode", "variant"]
+    by = ["shape", "mode", "variant"]
     speed = paired_intervals(df, "tokens_per_s").rename(columns=dict(ratio="tokens_per_s_ratio", mde="speed_mde"))
     mem = paired_intervals(df, "peak_mem_mb").drop(columns=["pairs", "mde"])
-    s = s.merge(speed, on=key, how="left").merge(mem.rename(columns=dict(
-        ratio="peak_mem_ratio", lo="peak_mem_ratio_lo", hi="peak_mem_ratio_hi")), on=key, how="left")
+    s = s.merge(speed, on=by, how="left").merge(mem.rename(columns=dict(
+        ratio="peak_mem_ratio", lo="peak_mem_ratio_lo", hi="peak_mem_ratio_hi")), on=by, how="left")
     for name, ratio in (("of_limit", "tokens_per_s_ratio"), ("of_limit_lo", "lo"), ("of_limit_hi", "hi")):
         s[name] = s[ratio] / s.flop_limit
     s = s.drop(columns=["lo", "hi"])
@@ -334,8 +334,7 @@ def paired_intervals(df: pd.DataFrame, column: str, confidence: float = 0.95) ->
         mine = g.set_index(key)[column]
         t = mean_test(np.log(mine / std.reindex(mine.index)).to_numpy(), n_boot=100, confidence=confidence)
         rows.append(dict(shape=shape, mode=mode, variant=variant, pairs=t["n"], ratio=math.exp(t["mean"]),
-                         lo=math.exp(t["t_ci_low"]),
-                         hi=math.exp(t["t_ci_high"]), mde=math.expm1(t["mde"])))
+                         lo=math.exp(t["t_ci_low"]), hi=math.exp(t["t_ci_high"]), mde=math.expm1(t["mde"])))
     return pd.DataFrame(rows)
 
 def target_status(speed_lo: float, speed_hi: float, mem_lo: float, mem_hi: float) -> str:
