@@ -26,7 +26,7 @@ from .attention import VARIANTS, CausalSelfAttention, DifferentialAttention
 from .integrators import CoupledDynamics
 from .invertible import InvertibleCoupling
 from .model import GPT, PRESETS, model_config, n_params
-from .settings import load_settings, resolve_device
+from .settings import resolve_device
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,7 +36,7 @@ from .provenance import git_revision, hardware
 __all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'SPEED_TARGET', 'MEMORY_TARGET', 'COLUMNS', 'BenchConfig', 'matmul_peak',
            'as_reference', 'count_cpu_flash_attention', 'train_step_flops', 'saved_bytes', 'count_step',
            'cpu_peak_reset', 'cpu_peak', 'measure', 'isolated', 'measure_isolated', 'run_bench', 'summarize',
-           'paired_intervals', 'target_status', 'write_bench', 'write_summary', 'summarize_raw', 'bench_main']
+           'paired_intervals', 'target_status', 'write_bench', 'write_summary', 'summarize_raw']
 
 # %% ../nbs/12_bench.ipynb #d65775f5
 MODES = ("eager", "bf16", "compile", "bf16+compile")
@@ -254,7 +254,7 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
     import pandas as pd
     dev = resolve_device(cfg.device)
     if dev.type != "cuda" and any("bf16" in m for m in cfg.modes):
-        raise ValueError("bf16 modes are measured on CUDA only; on this device use --modes eager (or compile)")
+        raise ValueError("bf16 modes are measured on CUDA only; on this device use modes=eager (or compile)")
     rng = random.Random(cfg.seed)
     flops = {}
     rows = []
@@ -378,54 +378,8 @@ def summarize_raw(raw: Path, command: str) -> Path:
     raw = Path(raw)
     prov_file = raw.with_name("provenance.json")
     if not (raw.is_file() and prov_file.is_file()):
-        raise ValueError(f"--from-raw {raw}: needs a benchmark's raw.csv with its provenance.json beside it "
+        raise ValueError(f"{raw}: needs a benchmark's raw.csv with its provenance.json beside it "
                          f"(as `coupled-qk bench --out FOLDER` writes them)")
     prov = json.loads(prov_file.read_text())
     prov["summarized"] = dict(command=command, git=git_revision(), date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     return write_summary(summarize(pd.read_csv(raw)), raw.parent, prov)
-
-def bench_main(argv: list[str] | None = None) -> int:
-    "coupled-qk bench: measure every variant side by side and write the table."
-    from coupled_qk.cli import Parser, UsageError
-    p = Parser(prog="coupled-qk bench", description=bench_main.__doc__)
-    p.add_argument("--shapes", nargs="+", default=["cpu", "paper-60m"], help=f"model presets: {', '.join(PRESETS)}")
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), help=f"{', '.join(VARIANTS)}")
-    p.add_argument("--modes", nargs="+", default=None, help=f"{', '.join(MODES)} (default: eager on CPU; eager, bf16, bf16+compile on CUDA)")
-    p.add_argument("--repeats", type=int, default=3, help="measurements of each variant, interleaved (default 3)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps before each measurement (default 2)")
-    p.add_argument("--steps", type=int, default=5, help="timed training steps of each measurement (default 5)")
-    p.add_argument("--n-steps", type=int, default=1, help="integration steps of the coupled variants")
-    p.add_argument("--batch", type=int, default=None, help="batch size for every shape (default: per shape)")
-    p.add_argument("--seq", type=int, default=None, help="sequence length for every shape (default: per shape)")
-    p.add_argument("--device", default=None, help="auto, cpu, cuda (default: the `device` setting)")
-    p.add_argument("--out", type=Path, default=None, help="output folder (default: figures/benchmark/<device>)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--from-raw", type=Path, default=None,
-                   help="measure nothing: summarize this raw.csv again (summary.csv, summary.md beside it)")
-    a = p.parse_args(argv)
-    cmd = "coupled-qk bench " + " ".join(str(x) for x in (argv if argv is not None else sys.argv[1:]))
-    if a.from_raw:
-        try:
-            out = summarize_raw(a.from_raw, cmd.strip())
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-        print(f"wrote {out}/summary.md, summary.csv, provenance.json")
-        return 0
-    try:
-        dev = resolve_device(a.device)
-        modes = a.modes or (["eager", "bf16", "bf16+compile"] if dev.type == "cuda" else ["eager"])
-        cfg = BenchConfig(shapes=a.shapes, variants=a.variants, modes=modes, repeats=a.repeats, warmup=a.warmup,
-                          steps=a.steps, n_steps=a.n_steps, device=str(dev),
-                          batch={s: a.batch for s in a.shapes} if a.batch else {},
-                          seq_len={s: a.seq for s in a.shapes} if a.seq else {})
-        if dev.type != "cuda" and any("bf16" in m for m in modes):
-            raise ValueError("bf16 modes are measured on CUDA only; on this device use --modes eager (or compile)")
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    df = run_bench(cfg, progress=not a.quiet)
-    summary = summarize(df)
-    out = a.out or load_settings().figures_dir / "benchmark" / dev.type
-    write_bench(df, summary, out, cmd.strip())
-    print(summary[COLUMNS].to_markdown(index=False, floatfmt=".3g"))
-    print(f"\nwrote {out}/summary.md, summary.csv, raw.csv, provenance.json")
-    return 0

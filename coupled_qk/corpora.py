@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .settings import load_settings
+from .settings import load_settings, ConfigError
 from .provenance import atomic_write
 from .documents import (SPLITS, TEXT_COLUMNS, DataError, data_dir, file_sha256, hash_split, fingerprint,
                                   check_splits, quiet_datasets, read_local_corpus, wikitext_articles, local_files)
@@ -20,8 +20,8 @@ from .embedded import EMBEDDED, PINS, drift, embedded_packages
 
 # %% auto #0
 __all__ = ['HUB_CORPORA', 'WIKITEXT103_TRAIN_CHARS', 'CORPORA', 'MANIFEST', 'hub_reachable', 'load_hub', 'build_hub',
-           'read_manifest', 'source_of', 'source_key', 'corpus_dir', 'known_fingerprint', 'prepare', 'warn', 'Corpus',
-           'load_corpus', 'data_main']
+           'check_corpus', 'read_manifest', 'source_of', 'source_key', 'corpus_dir', 'known_fingerprint', 'prepare',
+           'warn', 'Corpus', 'load_corpus']
 
 # %% ../nbs/03c_corpora.ipynb #d0caf37f
 HUB_CORPORA = {"wikitext103": ("hub_wikitext103", "local_wikitext103", "wikitext"),
@@ -102,6 +102,16 @@ def _wikitext_train_chars() -> int:
 # %% ../nbs/03c_corpora.ipynb #1a23f04e
 CORPORA = tuple(EMBEDDED) + tuple(HUB_CORPORA)
 MANIFEST = "manifest.json"
+
+def check_corpus(name: str) -> None:
+    "Corpus names are CORPORA, `pydocs@VERSION`, `NAME=PATH` or a path; anything else is a one-line ConfigError."
+    if name in CORPORA or "=" in name or "/" in name:
+        return
+    if "@" in name:
+        embedded_packages(name)                  # a one-line DataError unless the name takes a version
+        return
+    raise ConfigError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, pydocs@VERSION, NAME=PATH or a path",
+                      "corpus")
 
 def read_manifest() -> dict:
     "data/manifest.json: what was prepared, from which sources, with sizes and fingerprints."
@@ -247,39 +257,3 @@ def load_corpus(name: str) -> Corpus:
     d = corpus_dir(name, meta["source"])
     splits = {s: [json.loads(l) for l in open(d / f"{s}.jsonl", encoding="utf-8")] for s in SPLITS}
     return Corpus(meta["name"], splits, meta["fingerprint"], meta)
-
-# %% ../nbs/03c_corpora.ipynb #c7cb7f65
-def data_main(argv: list[str] | None = None) -> int:
-    "`coupled-qk data prepare NAME [NAME...] [--tokenizer TOK] [--force]` and `coupled-qk data list`."
-    import argparse
-    from coupled_qk.tokens import TOKENIZERS, token_cache
-    p = argparse.ArgumentParser(prog="coupled-qk data", description="Prepare and list corpora.")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    pp = sub.add_parser("prepare", help="prepare corpora (idempotent)")
-    pp.add_argument("names", nargs="+", metavar="NAME", help=f"{', '.join(CORPORA)}, pydocs@VERSION, NAME=PATH or a path")
-    pp.add_argument("--tokenizer", action="append", default=[], help="also build token caches (gpt2, bytes, bpe-N)")
-    pp.add_argument("--force", action="store_true", help="rebuild even if prepared")
-    sub.add_parser("list", help="list corpora, tokenizers and what is prepared")
-    a = p.parse_args(argv)
-    try:
-        if a.cmd == "list":
-            man = read_manifest()
-            print("corpora:    " + ", ".join(CORPORA) + ", pydocs@VERSION, NAME=PATH")
-            print("tokenizers: " + ", ".join(TOKENIZERS))
-            print(f"prepared ({load_settings().data_dir / MANIFEST}):")
-            for n, m in man.items():
-                sz = " ".join(f"{s}={m['splits'][s]['docs']}docs/{m['splits'][s]['chars'] / 1e6:.2f}M" for s in SPLITS)
-                print(f"  {n:12s} {m['kind']:8s} {m['fingerprint'][:12]}  {sz}")
-            return 0
-        for n in a.names:
-            t = datetime.datetime.now()
-            m = prepare(n, force=a.force)
-            for tk in a.tokenizer:
-                for s in SPLITS:
-                    token_cache(m["name"], tk, s)
-            print(f"{m['name']}: {sum(v['chars'] for v in m['splits'].values()) / 1e6:.1f}M chars, "
-                  f"fingerprint {m['fingerprint'][:12]} ({(datetime.datetime.now() - t).total_seconds():.1f} s)")
-        return 0
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2

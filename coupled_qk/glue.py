@@ -12,24 +12,20 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from . import __version__
 from .attention import VARIANTS
 from .model import GPT, PRESETS, n_params, coupling_params
 from .documents import DataError, data_dir, doc_hash, file_sha256, quiet_datasets
-from .corpora import load_hub
-from .tokens import get_tokenizer
-from .settings import load_settings, resolve_device
-from .provenance import git_revision, hardware
-from .train import TrainConfig, ConfigError, check_choice, check_corpus, check_tokenizer, CHOICES
+from .corpora import load_hub, check_corpus
+from .tokens import get_tokenizer, check_tokenizer
+from .settings import load_settings, ConfigError, check_choice
+from .train import TrainConfig
 from .optim import cosine_lr, make_optimizer
-from .runs import config_hash, default_run_dir, load_checkpoint, run_lock
-from .provenance import atomic_write
-from .cli import run_config_command
+from .runs import OpenRun, config_hash, load_checkpoint, open_run
 
 # %% auto #0
 __all__ = ['GLUE_TASKS', 'GLUE_FILE_TYPES', 'POOLINGS', 'INITS', 'GlueTask', 'GlueSplit', 'load_glue', 'GlueConfig',
            'glue_splits', 'subsample', 'examples_fingerprint', 'encode_pair', 'encode_examples', 'features',
-           'Classifier', 'accuracy', 'build_classifier', 'finetune', 'glue_main']
+           'Classifier', 'accuracy', 'build_classifier', 'finetune']
 
 # %% ../nbs/06_glue.ipynb #4677c113
 @dataclass(frozen=True)
@@ -296,14 +292,12 @@ def build_classifier(cfg: GlueConfig, n_labels: int):
 
 def finetune(cfg: GlueConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True) -> dict:
     "Fine-tune on `cfg.task`; write config.json, metrics.jsonl and result.json; return the result."
-    device = resolve_device(cfg.device)
-    out = Path(out_dir) if out_dir else default_run_dir("glue", cfg)
-    with run_lock(out, wait):
-        return _finetune(cfg, out, device, quiet)
+    with open_run("glue", cfg, out_dir, wait=wait) as run:
+        return run.result if run.result is not None else _finetune(cfg, run, quiet)
 
-def _finetune(cfg: GlueConfig, out: Path, device, quiet: bool) -> dict:
-    chash = config_hash(cfg)
-    atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash), indent=1))
+def _finetune(cfg: GlueConfig, run: OpenRun, quiet: bool) -> dict:
+    device = run.device
+    run.fresh()
     tr, ev, split_note = glue_splits(cfg.task, cfg.glue_dir)
     tr, ev = subsample(tr, cfg.max_train), subsample(ev, cfg.max_eval)
     labels = GLUE_TASKS[cfg.task].labels
@@ -317,7 +311,6 @@ def _finetune(cfg: GlueConfig, out: Path, device, quiet: bool) -> dict:
     total = cfg.epochs * steps_per_epoch
     warm = int(cfg.warmup_frac * total)
     gen = torch.Generator().manual_seed(cfg.seed)
-    (out / "metrics.jsonl").unlink(missing_ok=True)
     from tqdm.auto import tqdm
     bar = tqdm(total=total, disable=quiet, desc=f"{cfg.task} {lm.variant} {cfg.init}", unit="step")
     t0, step, hist = time.perf_counter(), 0, []
@@ -340,28 +333,18 @@ def _finetune(cfg: GlueConfig, out: Path, device, quiet: bool) -> dict:
         rec = dict(epoch=epoch + 1, step=step, train_loss=loss.item(), eval_acc=acc,
                    elapsed=round(time.perf_counter() - t0, 3))
         hist.append(rec)
-        with open(out / "metrics.jsonl", "a") as fh:
-            fh.write(json.dumps(rec) + "\n")
+        run.log(rec)
         bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.3f}")
     bar.close()
     counts = torch.bincount(Yev, minlength=len(labels))
-    res = dict(kind="glue", config=asdict(cfg), config_hash=chash, task=cfg.task, split=split_note,
+    res = run.finish(dict(config=asdict(cfg), task=cfg.task, split=split_note,
                n_train=len(tr), n_eval=len(ev), train_fingerprint=examples_fingerprint(tr),
                eval_fingerprint=examples_fingerprint(ev), label_names=list(labels), max_len=max_len,
                lm_run=cfg.run, lm_config=asdict(lm), lm_config_hash=config_hash(lm), lm_step=lm_step,
                variant=lm.variant, tokenizer=tok.name, params=n_params(model), coupling_params=coupling_params(model),
                eval_acc=hist[-1]["eval_acc"], majority_acc=float(counts.max()) / len(ev), history=hist,
-               coupled_qk_version=__version__, torch_version=torch.__version__, git_revision=git_revision(),
-               hardware=hardware(), device=str(device), wall_clock_s=round(time.perf_counter() - t0, 3))
-    atomic_write(out / "result.json", json.dumps(res, indent=1))
+               wall_clock_s=round(time.perf_counter() - t0, 3)))
     if not quiet:
         print(f"{cfg.task} ({cfg.init}, {lm.variant}): eval accuracy {res['eval_acc']:.3f} "
-              f"(majority {res['majority_acc']:.3f}); results in {out}")
+              f"(majority {res['majority_acc']:.3f}); results in {run.out}")
     return res
-
-# %% ../nbs/06_glue.ipynb #f0d6ca71
-def glue_main(argv: list[str] | None = None) -> int:
-    "`coupled-qk glue --task T --run DIR [--init scratch] ...`"
-    return run_config_command(argv, GlueConfig, "glue", "Fine-tune a language-model run on a GLUE task.",
-                              dict(CHOICES, task=tuple(GLUE_TASKS), init=INITS, pooling=POOLINGS), finetune,
-                              lambda r: f"eval accuracy {r['eval_acc']:.3f} (majority {r['majority_acc']:.3f})")

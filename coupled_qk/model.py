@@ -20,8 +20,8 @@ from .attention import DIFFERENTIAL, VARIANTS, AttentionConfig, build_attention
 
 # %% auto #0
 __all__ = ['INITS', 'PRESETS', 'NOMINAL_PARAMS', 'PAPER_OVERHEAD_PCT', 'PAPER_INVERTIBLE_OVERHEAD_PCT', 'GPTConfig', 'MLP',
-           'Block', 'name_seed', 'seeded', 'GPT', 'n_params', 'coupling_params', 'model_config', 'count_on_meta',
-           'parameter_table']
+           'Block', 'name_seed', 'seeded', 'GPT', 'n_params', 'coupling_params', 'dt_per_head', 'model_config',
+           'count_on_meta', 'parameter_table']
 
 # %% ../nbs/02_model.ipynb #e35c2ee6
 INITS = ("gpt2", "torch")
@@ -177,6 +177,11 @@ def n_params(model: nn.Module) -> int:
 def coupling_params(model: nn.Module) -> int:
     "Parameters of the q/k coupling in `model`: the dynamics' forces and Δt, or the invertible coupling's MLPs."
     return sum(p.numel() for n, p in model.named_parameters() if ".dynamics." in n or ".coupling." in n)
+
+def dt_per_head(model: nn.Module) -> list[list[float]] | None:
+    "The learned Δt of every layer (a list per layer, one value per head); None without dynamics."
+    out = [b.attn.dynamics.dt.detach().float().cpu().tolist() for b in model.blocks if b.attn.dynamics is not None]
+    return out or None
 
 # %% ../nbs/02_model.ipynb #2673cc26
 PRESETS: dict[str, GPTConfig] = {

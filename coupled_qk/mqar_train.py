@@ -5,28 +5,23 @@ test accuracy and the steps to 0.9 and 0.99, the best rate of the sweep, and the
 
 # %% ../nbs/04b_mqar_train.ipynb #dabd310c
 from __future__ import annotations
-import json, math, time
+import math, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
-from . import __version__
 from .mqar import MQAR_PRESETS, MQARConfig, mqar_config, mqar_arrays, mqar_accuracy
 from .mqar import split_seeds, row_hash, dup_within
 from .attention import VARIANTS, POSITIONAL
-from .model import GPT, GPTConfig, INITS, model_config, n_params, coupling_params
-from .settings import resolve_device
-from .provenance import atomic_write
-from .provenance import git_revision, hardware
-from .train import ConfigError, check_choice, dt_per_head
+from .model import GPT, GPTConfig, INITS, model_config, n_params, coupling_params, dt_per_head
+from .settings import ConfigError, check_choice
 from .optim import cosine_lr, make_optimizer
-from .runs import check_same_run, config_hash, default_run_dir, run_lock
-from .cli import run_config_command
+from .runs import OpenRun, open_run
 
 # %% auto #0
 __all__ = ['ZOOLOGY_LRS', 'TARGETS', 'MQARTrainConfig', 'mqar_test_set', 'mqar_batches', 'mqar_eval', 'steps_to', 'train_mqar_lr',
-           'train_mqar', 'mqar_main']
+           'train_mqar']
 
 # %% ../nbs/04b_mqar_train.ipynb #27999699
 ZOOLOGY_LRS = (1e-4, 4.6e-4, 2.2e-3, 1e-2)       # np.logspace(-4, -2, 4), Zoology's MQAR sweep
@@ -175,27 +170,18 @@ def _rank(r: dict) -> tuple:
 
 def train_mqar(cfg: MQARTrainConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True) -> dict:
     "The learning-rate sweep of one MQAR experiment; writes metrics.jsonl and result.json; returns the result."
-    device = resolve_device(cfg.device)
-    out = Path(out_dir) if out_dir else default_run_dir("mqar", cfg)
-    with run_lock(out, wait):
-        return _train_mqar(cfg, out, device, quiet)
+    with open_run("mqar", cfg, out_dir, wait=wait) as run:
+        return run.result if run.result is not None else _train_mqar(cfg, run, quiet)
 
-def _train_mqar(cfg: MQARTrainConfig, out: Path, device, quiet: bool) -> dict:
-    chash = config_hash(cfg)
-    if (out / "result.json").is_file():             # finished (by another process, perhaps, while we waited)
-        res = json.loads((out / "result.json").read_text())
-        check_same_run(out / "result.json", res.get("config_hash"), chash)
-        return res
-    atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash), indent=1))
+def _train_mqar(cfg: MQARTrainConfig, run: OpenRun, quiet: bool) -> dict:
+    run.fresh()
     task = cfg.task_config()
     test = mqar_test_set(task, cfg.n_test, cfg.seed)
-    (out / "metrics.jsonl").unlink(missing_ok=True)
     t0, sweep = time.perf_counter(), []
     for lr in cfg.lrs:
-        r = train_mqar_lr(cfg, lr, test, device, quiet)
-        with open(out / "metrics.jsonl", "a") as fh:
-            for h in r["history"]:
-                fh.write(json.dumps(dict(lr=lr, **h)) + "\n")
+        r = train_mqar_lr(cfg, lr, test, run.device, quiet)
+        for h in r["history"]:
+            run.log(dict(lr=lr, **h))
         sweep.append(r)
         if not quiet:
             print(f"lr {lr:.3g}: test accuracy {r['test_acc']:.3f}, steps to 0.9 / 0.99: "
@@ -205,19 +191,7 @@ def _train_mqar(cfg: MQARTrainConfig, out: Path, device, quiet: bool) -> dict:
     provenance = dict(task="mqar", **asdict(task), split_seed=cfg.seed, n_train=cfg.steps * cfg.batch_size,
                       n_test=cfg.n_test, seed_scheme="SeedSequence(seed).spawn(2) -> (train stream, test set); "
                       "a fresh training batch every step, rows equal to a test example dropped")
-    res = dict(kind="mqar", config=asdict(cfg), config_hash=chash, task=provenance,
-               model=asdict(cfg.model_config()), params=n_params(model), coupling_params=coupling_params(model),
-               best_lr=best["lr"], test_acc=best["test_acc"], **{k: best[k] for k in best if k.startswith("steps_to_")},
-               chance=2 / task.vocab_size, sweep=sweep,
-               coupled_qk_version=__version__, torch_version=torch.__version__, git_revision=git_revision(),
-               hardware=hardware(), device=str(device), wall_clock_s=round(time.perf_counter() - t0, 3))
-    atomic_write(out / "result.json", json.dumps(res, indent=1))
-    return res
-
-
-# %% ../nbs/04b_mqar_train.ipynb #2352b684
-def mqar_main(argv: list[str] | None = None) -> int:
-    "`coupled-qk mqar --task easy --variant V [--lrs 1e-3 3e-3] [--out DIR]`"
-    return run_config_command(argv, MQARTrainConfig, "mqar", "Train MQAR with a learning-rate sweep.",
-                              dict(task=tuple(MQAR_PRESETS), variant=VARIANTS, positional=POSITIONAL), train_mqar,
-                              lambda r: f"best lr {r['best_lr']:.3g}, test accuracy {r['test_acc']:.3f}")
+    return run.finish(dict(config=asdict(cfg), task=provenance, model=asdict(cfg.model_config()), params=n_params(model),
+                           coupling_params=coupling_params(model), best_lr=best["lr"], test_acc=best["test_acc"],
+                           **{k: best[k] for k in best if k.startswith("steps_to_")}, chance=2 / task.vocab_size,
+                           sweep=sweep, wall_clock_s=round(time.perf_counter() - t0, 3)))

@@ -5,26 +5,27 @@ rest through their experiment notebooks (one writer per run), then execute the a
 
 # %% ../nbs/09b_runner.ipynb #cd5228cd
 from __future__ import annotations
-import json, logging, os, time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+import json, os, statistics, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from .settings import load_settings, UserError
 from .provenance import atomic_write
 from .registry import (ARTIFACTS, DEFAULT_ARTIFACTS, KINDS, SCALE_SPECS, Run, artifact_runs, is_done, plan, run_dir,
                                  scale_spec)
+from .executors import Checkpointable, distributed_env, make_executor
 
 # %% auto #0
-__all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'EXPERIMENTS', 'lm_macs_per_token', 'estimate_seconds', 'nbs_dir', 'experiment_config',
-           'NotebookFailed', 'run_notebook', 'execute_run', 'write_summary', 'glue_dir_for', 'unavailable',
-           'prepare_corpora', 'prepare_data', 'ReproReport', 'reproduce', 'print_plan', 'drift_lines', 'reproduce_main']
+__all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'EXPERIMENTS', 'lm_macs_per_token', 'measured_throughput', 'estimate_seconds',
+           'nbs_dir', 'experiment_config', 'typed_config', 'trainer', 'train_seconds', 'RunCall', 'write_summary',
+           'NotebookFailed', 'run_notebook', 'glue_dir_for', 'unavailable', 'prepare_corpora', 'prepare_data',
+           'ReproReport', 'describe', 'execute_runs', 'reproduce', 'print_plan', 'drift_lines']
 
 # %% ../nbs/09b_runner.ipynb #18a5bd6d
 # Multiply-accumulates per second of one training job: on this 2-core CPU one thread per job, two jobs at
 # once (measured: d 64 × 2 layers ran 20k tokens/s at 0.49M MACs a training token, d 96 × 3 layers 8.3k at 1.6M);
 # on a GPU, a rough guess for bf16, not a measurement.
 MACS_PER_S = {"cpu": 1.1e10, "cuda": 4.0e13}
-RUN_OVERHEAD_S = {"lm": 12, "mqar": 8, "glue": 10}
+RUN_OVERHEAD_S = {"lm": 2, "mqar": 1, "glue": 2}    # a plain call in a worker that is already up (measured: about 1 s)
 
 def lm_macs_per_token(c: dict) -> float:
     "Multiply-accumulates of one training token (forward and backward = 3 × forward) of an LM run's config."
@@ -35,8 +36,19 @@ def lm_macs_per_token(c: dict) -> float:
     coupling = 1 + 0.1 * (c.get("n_steps") or 1) if c["variant"] != "standard" else 1
     return 3 * (12 * d * d * layers * coupling + vocab * d)
 
-def estimate_seconds(run: Run, device_type: str = "cpu") -> float:
-    "Rough wall-clock of `run` as one of the parallel jobs on a device of this type."
+def measured_throughput(figures_dir: Path | None = None) -> dict:
+    """(preset, variant) -> training tokens/s on a GPU, from the benchmark `scripts/gpu_check.sh` wrote into
+    figures/benchmark/cuda/summary.csv (its fastest mode); empty when no GPU benchmark is there."""
+    f = Path(figures_dir or load_settings().figures_dir) / "benchmark" / "cuda" / "summary.csv"
+    if not f.is_file():
+        return {}
+    import pandas as pd
+    df = pd.read_csv(f)
+    return {(s, v): float(t) for (s, v), t in df.groupby(["shape", "variant"])["tokens_per_s"].max().items()}
+
+def estimate_seconds(run: Run, device_type: str = "cpu", measured: dict | None = None) -> float:
+    """Rough wall-clock of `run` as one of the parallel jobs on a device of this type: its multiply-accumulates at
+    MACS_PER_S, or its tokens at the measured GPU throughput (`measured_throughput`) where there is one."""
     c = run.config
     if run.kind == "lm":
         from coupled_qk.model import PRESETS
@@ -44,6 +56,9 @@ def estimate_seconds(run: Run, device_type: str = "cpu") -> float:
         tokens = c["max_steps"] * c["batch_size"] * c.get("grad_accum", 1) * seq
         evals = (c["max_steps"] // max(1, c.get("eval_every") or c["max_steps"]) + 2) * (c.get("eval_batches") or 50) \
             * c["batch_size"] * seq / 3                 # evaluation is forward only: a third of a training token
+        tps = (measured or {}).get((c["preset"], c["variant"])) if device_type == "cuda" else None
+        if tps:
+            return RUN_OVERHEAD_S["lm"] + (tokens + evals) / tps
         return RUN_OVERHEAD_S["lm"] + (tokens + evals) * lm_macs_per_token(c) / MACS_PER_S[device_type]
     if run.kind == "mqar":
         tps = 35_000 if device_type == "cpu" else 2_000_000     # measured: 33-36k tokens/s, one thread
@@ -54,13 +69,13 @@ def estimate_seconds(run: Run, device_type: str = "cpu") -> float:
     return RUN_OVERHEAD_S["glue"] + c["epochs"] * n * 64 / (20_000 if device_type == "cpu" else 1_000_000)
 
 # %% ../nbs/09b_runner.ipynb #f5494ded
-EXPERIMENTS = {k: f"experiments/{k}.ipynb" for k in KINDS}
+EXPERIMENTS = {k: f"experiments/{k}.ipynb" for k in KINDS}     # the same trainers, by hand (papermill)
 
 def nbs_dir() -> Path:
     return load_settings().root / "nbs"
 
 def experiment_config(run: Run, out: Path, device: str | None = None) -> dict:
-    """The `config` parameter of `run`'s experiment notebook: the run's config, with execution fields (device,
+    """The config fields of `run` as its trainer takes them: the run's config, with execution fields (device,
     GLUE's data folder) and, for a GLUE run, its LM run's folder in place of its id."""
     config = dict(run.config, **({"device": device} if device else {}))
     lm = config.pop("lm_run", None)
@@ -69,6 +84,65 @@ def experiment_config(run: Run, out: Path, device: str | None = None) -> dict:
     if run.kind == "glue" and glue_dir_for() is not None:
         config["glue_dir"] = str(glue_dir_for())
     return config
+
+def typed_config(run: Run, out: Path, device: str | None = None):
+    "The trainer's config dataclass of `run` (validated when made)."
+    from coupled_qk.train import TrainConfig
+    from coupled_qk.mqar_train import MQARTrainConfig
+    from coupled_qk.glue import GlueConfig
+    return {"lm": TrainConfig, "mqar": MQARTrainConfig, "glue": GlueConfig}[run.kind](**experiment_config(run, out, device))
+
+def trainer(kind: str):
+    "The trainer function of a run kind: (config, out_dir, quiet=...) -> result."
+    if kind == "lm":
+        from coupled_qk.train import train
+        return train
+    if kind == "mqar":
+        from coupled_qk.mqar_train import train_mqar
+        return train_mqar
+    from coupled_qk.glue import finetune
+    return finetune
+
+def train_seconds(res: dict) -> float:
+    "Seconds a result spent in training steps and evaluations."
+    return float(res.get("wall_clock_s") or 0) + float(res.get("eval_s") or 0)
+
+@dataclass
+class RunCall(Checkpointable):
+    "One run as a plain call of its trainer, wherever it executes; returns what the runner reports."
+    kind: str
+    run_id: str
+    config: object            # the trainer's config dataclass
+    out: str
+
+    def __call__(self) -> dict:
+        from filelock import FileLock
+        t0 = time.perf_counter()
+        distributed_env()
+        out = Path(self.out)
+        if int(os.environ.get("RANK", "0")) > 0:          # another rank of a data-parallel run: train, report nothing
+            trainer(self.kind)(self.config, out, quiet=True)
+            return dict(ran=True)
+        out.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(out / ".reproduce.lock")):
+            if (out / "result.json").is_file():
+                return dict(ran=False)
+            atomic_write(out / "run.json", json.dumps(dict(run_id=self.run_id, kind=self.kind), indent=1))
+            res = trainer(self.kind)(self.config, out, quiet=True)
+        seconds = time.perf_counter() - t0
+        return dict(ran=True, seconds=seconds, overhead_s=max(0.0, seconds - train_seconds(res)))
+
+def write_summary(run: Run, runs_dir: Path, summaries: Path) -> Path:
+    "Condense a finished run into summaries/<run_id>.json: result, config and evaluation curve."
+    from coupled_qk.runs import read_metrics
+    d = run_dir(run, runs_dir)
+    res = json.loads((d / "result.json").read_text())
+    curve = [m for m in read_metrics(d) if m.get("val_loss") is not None]
+    summaries.mkdir(parents=True, exist_ok=True)
+    out = summaries / f"{run.run_id}.json"
+    atomic_write(out, json.dumps(dict(run_id=run.run_id, kind=run.kind, config=run.config, result=res, curve=curve),
+                                 indent=1, default=str))
+    return out
 
 class NotebookFailed(UserError):
     "A notebook raised while papermill executed it; the executed copy shows where."
@@ -83,37 +157,6 @@ def run_notebook(nb: Path, out: Path, parameters: dict) -> Path:
     except pm.PapermillExecutionError as e:
         raise NotebookFailed(f"{nb.name} failed: {e.ename}: {' '.join(str(e.evalue).split())[:300]} "
                              f"(the executed notebook: {out})") from None
-    return out
-
-def execute_run(run: Run, runs_dir: Path, device: str | None = None, log=print) -> Path | None:
-    """Execute `run`'s experiment notebook with papermill; return its folder. One reproduce executes a run: a
-    second process waits for the first, then finds the run finished (and returns None)."""
-    from filelock import FileLock
-    out = run_dir(run, runs_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(out / ".reproduce.lock")):
-        if (out / "result.json").is_file():
-            log(f"  {run.run_id}: finished by another process")
-            return None
-        atomic_write(out / "run.json", json.dumps(dict(run_id=run.run_id, kind=run.kind, config=run.config), indent=1))
-        t = time.time()
-        run_notebook(nbs_dir() / EXPERIMENTS[run.kind], out / "run.ipynb",
-                     dict(config=experiment_config(run, out, device), out_dir=str(out), quiet=True))
-    if not (out / "result.json").is_file():
-        raise RuntimeError(f"{run.run_id}: the experiment notebook finished without writing {out / 'result.json'}")
-    log(f"  done {run.run_id} in {time.time() - t:.0f}s")
-    return out
-
-def write_summary(run: Run, runs_dir: Path, summaries: Path) -> Path:
-    "Condense a finished run into summaries/<run_id>.json: result, config and evaluation curve."
-    from coupled_qk.runs import read_metrics
-    d = run_dir(run, runs_dir)
-    res = json.loads((d / "result.json").read_text())
-    curve = [m for m in read_metrics(d) if m.get("val_loss") is not None]
-    summaries.mkdir(parents=True, exist_ok=True)
-    out = summaries / f"{run.run_id}.json"
-    atomic_write(out, json.dumps(dict(run_id=run.run_id, kind=run.kind, config=run.config, result=res, curve=curve),
-                                 indent=1, default=str))
     return out
 
 # %% ../nbs/09b_runner.ipynb #03683212
@@ -166,17 +209,102 @@ class ReproReport:
     cached: list = field(default_factory=list)
     failed: list = field(default_factory=list)
     artifact_dirs: list = field(default_factory=list)
+    overheads: list = field(default_factory=list)  # seconds per executed run spent outside training and evaluation
     train_seconds: float = 0.0
     artifact_seconds: float = 0.0
+
+    @property
+    def overhead_median(self) -> float | None:
+        return statistics.median(self.overheads) if self.overheads else None
 
 def _devices(jobs: int) -> list[str | None]:
     import torch
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
     return [f"cuda:{i % n}" for i in range(jobs)] if n else [None] * jobs
 
+def describe(run: Run) -> str:
+    "A run in words: kind, variant, seed and corpus (the task for MQAR and GLUE)."
+    c = run.config
+    what = c.get("corpus") if run.kind == "lm" else c.get("task")
+    return f"{run.kind} {c.get('variant', 'standard')} seed {c.get('seed', 0)} {what}"
+
+def _last_line(e: BaseException) -> str:
+    lines = [x.strip() for x in str(e).strip().splitlines() if x.strip()]
+    return lines[-1] if lines else type(e).__name__
+
+class _Progress:
+    "One line per finished run: what it was, its time, k/N done, and an ETA from the estimates scaled by what it took."
+    def __init__(self, runs: list[Run], jobs: int, log):
+        import torch
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+        self.est = {r.run_id: estimate_seconds(r, dev) for r in runs}
+        self.n, self.k, self.jobs, self.log, self.t0 = len(runs), 0, jobs, log, time.time()
+        self.done_est = 0.0
+    def __call__(self, run: Run, what: str, seconds: float | None = None, overhead: float | None = None):
+        self.k += 1
+        self.done_est += self.est.get(run.run_id, 0.0)
+        left = sum(self.est.values()) - self.done_est
+        pace = (time.time() - self.t0) / self.done_est if self.done_est else 1.0
+        eta = left * pace
+        took = f" in {seconds:.0f} s (overhead {overhead:.1f} s)" if seconds is not None else ""
+        self.log(f"  [{self.k}/{self.n}] {what} {describe(run)}{took}; ETA {eta / 60:.1f} min")
+
+def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, executor: str, rep: ReproReport, log) -> None:
+    """Execute `todo` through `executor`, runs without dependencies first, then the ones that need them; write each
+    finished run's summary. A failed run is one line naming it and its error; the others go on."""
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))   # workers inherit it; one share of the cores each
+    devices = _devices(jobs)
+    done_ids = set(rep.cached)
+    progress = _Progress(todo, jobs, log)
+    pool = make_executor(executor, jobs, runs_dir / "submitit")
+    try:
+        following = pool.running()             # Slurm jobs an earlier reproduce submitted, still queued or running
+        for phase in (False, True):
+            pending = {}
+            for i, r in enumerate(x for x in todo if bool(x.needs) == phase):
+                if any(n not in done_ids for n in r.needs):
+                    rep.failed.append(r.run_id)
+                    log(f"  skip {r.run_id} ({describe(r)}): a run it needs failed")
+                    continue
+                if r.run_id in following:
+                    from coupled_qk.executors import _JobHandle
+                    log(f"  following {r.run_id} ({describe(r)}): Slurm job {following[r.run_id].job_id}, submitted earlier")
+                    pending[_JobHandle(following[r.run_id])] = r
+                    continue
+                out = run_dir(r, runs_dir)
+                call = RunCall(r.kind, r.run_id, typed_config(r, out, devices[i % jobs]), str(out))
+                pending[pool.submit(call, r.run_id)] = r
+            while pending:
+                ready = [h for h in pending if h.done()]
+                if not ready:
+                    time.sleep(pool.poll_s)
+                    continue
+                for h in ready:
+                    r = pending.pop(h)
+                    try:
+                        got = h.result()
+                        write_summary(r, runs_dir, summaries)
+                    except Exception as e:   # keep going; report every failure at the end
+                        rep.failed.append(r.run_id)
+                        log(f"  FAILED {r.run_id} ({describe(r)}): {_last_line(e)}")
+                        continue
+                    done_ids.add(r.run_id)
+                    if got.get("ran"):
+                        rep.executed.append(r.run_id)
+                        rep.overheads.append(got["overhead_s"])
+                        progress(r, "done", got["seconds"], got["overhead_s"])
+                    else:
+                        rep.cached.append(r.run_id)
+                        progress(r, "finished by another process:")
+    finally:
+        pool.close()
+
 def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float = 1.0, redraw: bool = False,
-              runs_dir: Path | None = None, figures_dir: Path | None = None, log=print) -> ReproReport:
-    "Run what `artifacts` need at `scale` (reusing finished runs), then execute the artifact notebooks."
+              runs_dir: Path | None = None, figures_dir: Path | None = None, log=print,
+              executor: str | None = None) -> ReproReport:
+    """Run what `artifacts` need at `scale` (reusing finished runs) through `executor` (default: the `executor`
+    setting), then execute the artifact notebooks."""
     st = load_settings()
     artifacts = list(artifacts or DEFAULT_ARTIFACTS)
     runs_dir, figures_dir = Path(runs_dir or st.runs_dir), Path(figures_dir or st.figures_dir)
@@ -198,42 +326,19 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
         else:
             todo.append(r)
     if redraw and todo:
-        raise UserError(f"--redraw: {len(todo)} of {len(runs)} runs have neither a result nor a summary in {summaries} "
+        raise UserError(f"redraw: {len(todo)} of {len(runs)} runs have neither a result nor a summary in {summaries} "
                         f"(e.g. {todo[0].run_id}; summaries made on other data or code have other ids); "
-                        "run without --redraw to train them")
-    log(f"{scale}: {len(runs)} runs, {len(rep.cached)} already done, {len(todo)} to run with {jobs} job(s)")
+                        "train them (redraw off)")
+    executor = executor or st.executor
+    log(f"{scale}: {len(runs)} runs, {len(rep.cached)} already done, {len(todo)} to run with {jobs} job(s) ({executor})")
     t0 = time.time()
     prepare_data(todo)
     if todo:
-        threads = max(1, (os.cpu_count() or 1) // jobs)
-        os.environ.setdefault("OMP_NUM_THREADS", str(threads))   # kernels inherit it; one share of the cores each
-        devices = _devices(jobs)
-        done_ids = set(rep.cached)
-        for phase in (False, True):          # runs without dependencies first, then the ones that need them
-            batch = [r for r in todo if bool(r.needs) == phase]
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                futs = {}
-                for i, r in enumerate(batch):
-                    if any(n not in done_ids for n in r.needs):
-                        rep.failed.append(r.run_id)
-                        log(f"  skip {r.run_id}: a run it needs failed")
-                        continue
-                    futs[pool.submit(execute_run, r, runs_dir, devices[i % jobs], log)] = r
-                for f in as_completed(futs):
-                    r = futs[f]
-                    try:
-                        ran = f.result() is not None
-                        write_summary(r, runs_dir, summaries)
-                        (rep.executed if ran else rep.cached).append(r.run_id)
-                        done_ids.add(r.run_id)
-                    except Exception as e:   # keep going; report every failure at the end
-                        rep.failed.append(r.run_id)
-                        log(f"  FAILED {r.run_id}: {str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__}"
-                            f" (notebook: {run_dir(r, runs_dir) / 'run.ipynb'})")
+        execute_runs(todo, runs_dir, summaries, jobs, executor, rep, log)
     rep.train_seconds = time.time() - t0
     if rep.failed:
-        raise UserError(f"{len(rep.failed)} run(s) failed: {', '.join(rep.failed[:5])}; see their run.ipynb under "
-                        f"{runs_dir}; finished runs are kept, so running the same command again resumes")
+        raise UserError(f"{len(rep.failed)} run(s) failed: {', '.join(rep.failed[:5])}; each one's error is above, its "
+                        f"folder under {runs_dir}; finished runs are kept, so running the same command again resumes")
     t1 = time.time()
     out_nbs = runs_dir / "artifacts" / scale
     out_nbs.mkdir(parents=True, exist_ok=True)
@@ -248,9 +353,11 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
 
 # %% ../nbs/09b_runner.ipynb #e276b00e
 def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type: str):
+    "The plan, what is done, and its estimated cost (in GPU-hours at the paper scale, with a warning on a CPU)."
     runs = plan(artifacts, scale, budget)
     todo = [r for r in runs if not is_done(r, runs_dir)]
-    est = sum(estimate_seconds(r, device_type) for r in todo)
+    measured = measured_throughput()
+    est = sum(estimate_seconds(r, device_type, measured) for r in todo)
     print(f"scale {scale} ({scale_spec(scale).note}); budget ×{budget:g}; device {device_type}")
     for a in artifacts:
         ar = artifact_runs(a, scale, budget)
@@ -258,8 +365,18 @@ def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type
         print(f"  {a:<18} {len(ar):>3} runs ({n_done} done)   {ARTIFACTS[a].title}")
     kinds = {k: sum(r.kind == k for r in todo) for k in KINDS}
     print(f"unique runs: {len(runs)}; to run: {len(todo)} ({', '.join(f'{n} {k}' for k, n in kinds.items() if n)})")
-    print(f"estimated training time: {est / 60:.0f} min on one {device_type} job (divide by --jobs where cores "
-          f"or GPUs allow), plus about {len(artifacts) * 25 / 60:.0f} min for the artifact notebooks")
+    if scale == "paper" or device_type == "cuda":
+        gpu_h = sum(estimate_seconds(r, "cuda", measured) for r in todo) / 3600
+        src = ("measured tokens/s from figures/benchmark/cuda/summary.csv where there is one, else " if measured else "") + \
+              f"{MACS_PER_S['cuda']:.1e} MAC/s per GPU, a rough bf16 guess"
+        print(f"estimated training time: {gpu_h:,.0f} GPU-hours ({src}); spread it over GPUs with --jobs, or over a "
+              "cluster with --executor slurm")
+    if scale == "paper" and device_type == "cpu":
+        print(f"warning: this machine has no GPU; the paper scale would take about {est / 3600 / 24 / 365:,.0f} years "
+              "of one CPU job here; run it on GPUs (scripts/gpu_check.sh measures one), or rehearse it here with --rehearse")
+    else:
+        print(f"estimated training time: {est / 60:.0f} min on one {device_type} job (divide by the jobs where cores "
+              f"or GPUs allow), plus about {len(artifacts) * 25 / 60:.0f} min for the artifact notebooks")
 
 def drift_lines(scale: str) -> list[str]:
     "One line per embedded corpus of `scale` whose prepared text differs from the pinned one the figures used."
@@ -272,41 +389,3 @@ def drift_lines(scale: str) -> list[str]:
         if line:
             lines.append(line)
     return lines
-
-def reproduce_main(argv: list[str] | None = None) -> int:
-    "coupled-qk reproduce: regenerate the paper's figures and tables at a scale."
-    from coupled_qk.cli import Parser, UsageError
-    p = Parser(prog="coupled-qk reproduce", description=reproduce_main.__doc__)
-    p.add_argument("artifacts", nargs="*", help=f"artifacts to make (default: all but drift): {', '.join(ARTIFACTS)}")
-    p.add_argument("--scale", default=None, help=f"{', '.join(SCALE_SPECS)} (default: the default_scale setting)")
-    p.add_argument("--jobs", type=int, default=1, help="runs executed in parallel (CPU cores or GPUs; default 1)")
-    p.add_argument("--budget", type=float, default=1.0, help="multiply every training budget (train longer: 2, 4, …; default 1)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated cost; run nothing")
-    p.add_argument("--redraw", action="store_true", help="train nothing: redraw from the committed run summaries")
-    a = p.parse_args(argv)
-    st = load_settings()
-    scale = a.scale or st.default_scale
-    bad = [x for x in a.artifacts if x not in ARTIFACTS]
-    if bad:
-        raise UsageError(f"unknown artifact {bad[0]!r}; valid: {', '.join(ARTIFACTS)}")
-    if scale not in SCALE_SPECS:
-        raise UsageError(f"unknown scale {scale!r}; valid: {', '.join(SCALE_SPECS)}")
-    if a.jobs < 1:
-        raise UsageError(f"--jobs {a.jobs}: give 1 or more")
-    if not a.budget > 0:
-        raise UsageError(f"--budget {a.budget}: give a positive multiplier")
-    artifacts = a.artifacts or list(DEFAULT_ARTIFACTS)
-    import torch
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    if a.dry_run:
-        print_plan([x for x in artifacts if x not in unavailable(artifacts, scale)], scale, a.budget, st.runs_dir, dev)
-        return 0
-    t = time.time()
-    logging.getLogger("papermill").setLevel(logging.ERROR)    # its per-cell chatter is not for the user
-    rep = reproduce(artifacts, scale, a.jobs, a.budget, a.redraw)
-    print(f"{scale}: executed {len(rep.executed)} runs, reused {len(rep.cached)}; training {rep.train_seconds / 60:.1f} min, "
-          f"artifacts {rep.artifact_seconds / 60:.1f} min, total {(time.time() - t) / 60:.1f} min")
-    for line in [*rep.skipped.values(), *drift_lines(scale)]:
-        print(line)
-    print(f"figures and tables: {st.figures_dir / scale}")
-    return 0

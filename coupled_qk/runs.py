@@ -16,7 +16,7 @@ from .provenance import atomic_write, replacing, remove_stale_temporaries
 # %% auto #0
 __all__ = ['NON_RESULT_FIELDS', 'config_hash', 'run_id', 'default_run_dir', 'rng_state', 'set_rng_state', 'CheckpointError',
            'save_checkpoint', 'load_checkpoint', 'RunBusy', 'run_lock', 'read_metrics', 'truncate_metrics',
-           'check_same_run']
+           'check_same_run', 'OpenRun', 'finished_result', 'open_run']
 
 # %% ../nbs/05a_runs.ipynb #7a0e0006
 NON_RESULT_FIELDS = ("device", "compile", "log_every", "ckpt_every")
@@ -82,9 +82,9 @@ def load_checkpoint(path: Path, device="cpu") -> dict:
     except (RuntimeError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile, ValueError) as e:
         why = " ".join(str(e).split())[:120]
         raise CheckpointError(f"{path} is not a readable checkpoint of this project ({type(e).__name__}: {why}); "
-                              "delete it, or start the run afresh (coupled-qk train ... --overwrite)") from None
+                              "delete it, or start the run afresh (resume=False)") from None
     if not isinstance(st, dict):
-        raise CheckpointError(f"{path} holds a {type(st).__name__}, not a checkpoint of this project; delete it or pick another --out")
+        raise CheckpointError(f"{path} holds a {type(st).__name__}, not a checkpoint of this project; delete it or pick another out_dir")
     return st
 
 # %% ../nbs/05a_runs.ipynb #7a0e0009
@@ -101,13 +101,13 @@ def run_lock(out: Path, wait: bool = True):
         out.mkdir(parents=True, exist_ok=True)
     except PermissionError:
         raise UserError(f"cannot create the run folder {out}: permission denied; set runs_dir in settings.ini "
-                        "(or COUPLED_QK_RUNS_DIR) to a writable folder, or pass --out") from None
+                        "(or COUPLED_QK_RUNS_DIR) to a writable folder, or pick another out_dir") from None
     lock = FileLock(str(out / ".lock"))
     try:
         lock.acquire(timeout=-1 if wait else 0)
     except Timeout:
         raise RunBusy(f"{out} is being written by another process (lock {out / '.lock'}); wait for it to finish "
-                      "or pick another --out") from None
+                      "or pick another out_dir") from None
     try:
         remove_stale_temporaries(out)
         yield out
@@ -133,4 +133,67 @@ def truncate_metrics(run_dir: Path, step: int) -> None:
 def check_same_run(what: Path, recorded: str | None, chash: str) -> None:
     if recorded != chash:
         raise CheckpointError(f"{what} belongs to another run (identity {str(recorded)[:12]}, this run's is {chash[:12]}: "
-                              "another config, or the same config on other data); pick another --out, or --overwrite")
+                              "another config, or the same config on other data); pick another out_dir, or start afresh (resume=False)")
+
+# %% ../nbs/05a_runs.ipynb #dac1a74c
+@dataclasses.dataclass
+class OpenRun:
+    "A run folder held by this process: where it is, its identity, its device, and its result if it is finished."
+    out: Path
+    kind: str
+    config_hash: str
+    device: torch.device
+    result: dict | None = None       # result.json of a finished run; None: the trainer trains it
+    main: bool = True                # the process that writes (rank 0 under data parallelism)
+
+    def fresh(self) -> None:
+        "Start afresh: drop what an earlier, unfinished attempt left (metrics, result, checkpoint)."
+        if self.main:
+            for f in ("metrics.jsonl", "result.json", "ckpt.pt"):
+                (self.out / f).unlink(missing_ok=True)
+
+    def log(self, rec: dict) -> None:
+        "Append one record to metrics.jsonl."
+        if self.main:
+            with open(self.out / "metrics.jsonl", "a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+
+    def finish(self, res: dict) -> dict:
+        "Add what every result records, write result.json (last, atomically), return it."
+        from coupled_qk import __version__
+        from coupled_qk.provenance import git_revision, hardware
+        res = dict(kind=self.kind, config_hash=self.config_hash, **res, coupled_qk_version=__version__,
+                   torch_version=torch.__version__, git_revision=git_revision(), hardware=hardware(),
+                   device=str(self.device))
+        if self.main:
+            atomic_write(self.out / "result.json", json.dumps(res, indent=1))
+        return res
+
+def finished_result(out: Path, chash: str) -> dict | None:
+    "The result.json in `out`, checked to be this run's (a one-line CheckpointError if not); None if unfinished."
+    p = Path(out) / "result.json"
+    if not p.is_file():
+        return None
+    res = json.loads(p.read_text())
+    check_same_run(p, res.get("config_hash"), chash)
+    return res
+
+@contextlib.contextmanager
+def open_run(kind: str, cfg, out_dir: Path | str | None = None, *, wait: bool = True, resume: bool = True,
+             device: torch.device | None = None, world_size: int = 1, main: bool = True):
+    """Open run `cfg` of `kind` for training: its folder (default runs_dir/<kind>/<run id>) locked by this
+    process, its finished result (when `resume` and the run is done), config.json written. Yields an OpenRun.
+    Under data parallelism every rank opens the run; only the main one locks and writes."""
+    from coupled_qk.settings import resolve_device
+    device = device if device is not None else resolve_device(getattr(cfg, "device", None))
+    out = Path(out_dir) if out_dir else default_run_dir(kind, cfg, world_size)
+    chash = config_hash(cfg)
+    if resume:
+        finished_result(out, chash)                   # another run's folder is refused before anything is made
+    with run_lock(out, wait) if main else contextlib.nullcontext(out):
+        done = finished_result(out, chash) if resume else None   # again, under the lock: it is authoritative
+        run = OpenRun(out, kind, chash, device, done, main)
+        if done is None and main:
+            atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash,
+                                                              world_size=world_size), indent=1))
+        yield run

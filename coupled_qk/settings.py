@@ -10,8 +10,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['SETTINGS_FILE', 'SCALES', 'SETTING_KEYS', 'UserError', 'SettingsError', 'project_root', 'Settings', 'load_settings',
-           'resolve_device']
+__all__ = ['SETTINGS_FILE', 'SCALES', 'SETTING_KEYS', 'UserError', 'SettingsError', 'ConfigError', 'check_choice', 'project_root',
+           'Settings', 'load_settings', 'resolve_device']
 
 # %% ../nbs/10_settings.ipynb #03a64bcc
 SETTINGS_FILE = "settings.ini"
@@ -21,6 +21,18 @@ class UserError(ValueError):
 
 class SettingsError(UserError):
     "A bad settings.ini or COUPLED_QK_<KEY> value."
+
+class ConfigError(UserError):
+    """An invalid value of a config field; the message names the field (`name=value`) and what would be right.
+    `field` is that field's name: the command line maps it to its flag, the library never names a flag."""
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+def check_choice(kind: str, value, valid, field: str | None = None) -> None:
+    "A one-line ConfigError unless `value` is one of `valid`."
+    if value not in valid:
+        raise ConfigError(f"unknown {kind} {value!r}; valid: {', '.join(map(str, valid))}", field)
 
 def project_root(start: str | Path | None = None) -> Path:
     "The nearest folder at or above `start` (default: cwd, then the package folder) holding settings.ini."
@@ -55,6 +67,16 @@ class Settings:
     local_pubmed: Path | None = None
     local_openwebtext: Path | None = None
     local_glue: Path | None = None
+    # the cluster: where `coupled-qk reproduce` executes runs (--executor overrides `executor`)
+    executor: str = "local"            # local | slurm | submitit-local
+    slurm_partition: str = ""          # empty: the cluster's default partition
+    slurm_gpus_per_run: str = "1"      # more than 1: the run trains data-parallel over them (one task per GPU)
+    slurm_cpus_per_run: str = "8"      # CPUs per task
+    slurm_mem_gb: str = "64"           # memory per node
+    slurm_time_min: str = "1440"       # a job's time limit; a run that needs longer is requeued and resumes
+    slurm_account: str = ""
+    slurm_qos: str = ""
+    slurm_extra: str = ""              # more sbatch options, `key=value` separated by `;` (e.g. constraint=a100)
 
 SCALES = ("smoke", "cpu", "paper")
 SETTING_KEYS = tuple(f.name for f in fields(Settings) if f.name != "root")

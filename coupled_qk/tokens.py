@@ -11,21 +11,27 @@ from pathlib import Path
 
 import numpy as np
 
-from .settings import load_settings
+from .settings import load_settings, ConfigError
 from .provenance import atomic_write, replacing
 from .documents import SPLITS, DataError, data_dir, file_sha256
 from .corpora import CORPORA, Corpus, load_corpus, warn
 
 # %% auto #0
-__all__ = ['EOT', 'R50K_PATTERN', 'GPT2_VOCAB', 'TOKENIZERS', 'TextTokenizer', 'gpt2_tokenizer', 'byte_tokenizer',
-           'bpe_tokenizer', 'get_tokenizer', 'token_cache', 'cache_mismatch', 'get_batch', 'eval_batches',
-           'eval_tokens']
+__all__ = ['EOT', 'R50K_PATTERN', 'GPT2_VOCAB', 'TOKENIZERS', 'check_tokenizer', 'TextTokenizer', 'gpt2_tokenizer',
+           'byte_tokenizer', 'bpe_tokenizer', 'get_tokenizer', 'token_cache', 'cache_mismatch', 'get_batch',
+           'eval_batches', 'eval_tokens']
 
 # %% ../nbs/03d_tokens.ipynb #f8876b9c
 EOT = "<|endoftext|>"
 R50K_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 GPT2_VOCAB = 50257
 TOKENIZERS = ("gpt2", "bpe-N (e.g. bpe-8192)", "bytes")
+
+def check_tokenizer(name: str) -> None:
+    "A one-line ConfigError unless `name` is gpt2, bytes or bpe-N."
+    if name in ("gpt2", "bytes") or re.fullmatch(r"bpe-\d+", name):
+        return
+    raise ConfigError(f"unknown tokenizer {name!r}; valid: gpt2, bytes, bpe-N (e.g. bpe-8192)", "tokenizer")
 
 @dataclass
 class TextTokenizer:

@@ -6,33 +6,29 @@ torchrun. (MQAR is trained in its own chapter.)"""
 
 # %% ../nbs/05_train.ipynb #254e1f29
 from __future__ import annotations
-import json, math, os, random, re, time
+import math, random, time
 from contextlib import nullcontext
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
-from . import __version__
 from .attention import VARIANTS, POSITIONAL
-from .model import GPT, GPTConfig, PRESETS, model_config, n_params, coupling_params
+from .model import GPT, GPTConfig, PRESETS, model_config, n_params, coupling_params, dt_per_head
 from .documents import SPLITS, DataError
-from .embedded import embedded_packages, source_versions
-from .corpora import CORPORA, load_corpus, known_fingerprint, prepare
-from .tokens import get_tokenizer, token_cache, eval_batches
-from .settings import resolve_device, UserError
-from .provenance import atomic_write
-from .cli import config_parser, config_from_args, UsageError
-from .runs import (config_hash, default_run_dir, run_lock, truncate_metrics, check_same_run, rng_state,
+from .embedded import source_versions
+from .corpora import load_corpus, known_fingerprint, prepare, check_corpus
+from .tokens import get_tokenizer, token_cache, eval_batches, check_tokenizer
+from .settings import resolve_device, ConfigError, check_choice
+from .runs import (OpenRun, open_run, config_hash, default_run_dir, finished_result, truncate_metrics, check_same_run, rng_state,
                              set_rng_state, save_checkpoint, load_checkpoint)
-from .provenance import git_revision, hardware
 from .optim import make_optimizer, cosine_lr
-from .distributed import Dist, init_dist, all_sum, rank_batch, destroy_process_group
+from .distributed import Dist, init_dist, all_sum, rank_batch
 
 # %% auto #0
-__all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'CHOICES', 'ConfigError',
-           'check_choice', 'check_corpus', 'check_tokenizer', 'TrainConfig', 'data_identity', 'lr_at', 'autocast',
-           'evaluate', 'dt_per_head', 'TrainingDiverged', 'check_split_sizes', 'train', 'train_main']
+__all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'TrainConfig', 'data_identity',
+           'lr_at', 'autocast', 'evaluate', 'TrainingDiverged', 'check_split_sizes', 'train', 'setup', 'restore',
+           'train_step', 'result']
 
 # %% ../nbs/05_train.ipynb #f5b8d07a
 DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-4096"}      # others (the paper presets): gpt2
@@ -42,27 +38,6 @@ MODEL_OVERRIDES = ("n_steps", "dt_init", "learn_dt", "subln_gain", "d_model", "n
 # Default budgets of the presets: a few minutes at smoke and cpu, the paper's token count at the paper's sizes.
 PRESET_BUDGETS = {"smoke": dict(max_steps=200), "cpu": dict(max_steps=2000)}
 PAPER_TOKENS = 1_300_000_000
-
-class ConfigError(UserError):
-    "An invalid option; the message names the valid choices."
-
-def check_choice(kind: str, value, valid) -> None:
-    if value not in valid:
-        raise ConfigError(f"unknown {kind} {value!r}; valid: {', '.join(map(str, valid))}")
-
-def check_corpus(name: str) -> None:
-    "Corpus names are the data chapter's CORPORA, `pydocs@VERSION`, `NAME=PATH` or a path."
-    if name in CORPORA or "=" in name or "/" in name:
-        return
-    if "@" in name:
-        embedded_packages(name)                  # a one-line DataError unless the name takes a version
-        return
-    raise ConfigError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, pydocs@VERSION, NAME=PATH or a path")
-
-def check_tokenizer(name: str) -> None:
-    if name in ("gpt2", "bytes") or re.fullmatch(r"bpe-\d+", name):
-        return
-    raise ConfigError(f"unknown tokenizer {name!r}; valid: gpt2, bytes, bpe-N (e.g. bpe-8192)")
 
 @dataclass
 class TrainConfig:
@@ -194,11 +169,6 @@ def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dt
     return tot / n
 
 # %% ../nbs/05_train.ipynb #427a22ca
-def dt_per_head(model: nn.Module) -> list[list[float]] | None:
-    "The learned Δt of every layer (a list per layer, one value per head); None without dynamics."
-    out = [b.attn.dynamics.dt.detach().float().cpu().tolist() for b in model.blocks if b.attn.dynamics is not None]
-    return out or None
-
 class TrainingDiverged(RuntimeError):
     "The loss (or the gradient norm) became NaN or infinite."
 
@@ -217,7 +187,15 @@ def check_split_sizes(tokens: dict, seq_len: int, corpus: str) -> None:
     for s in SPLITS:
         if len(tokens[s]) < seq_len + 1:
             raise DataError(f"{corpus}: the {s} split has {len(tokens[s]):,} tokens, fewer than seq_len + 1 = "
-                            f"{seq_len + 1}; use --seq-len {max(1, len(tokens[s]) - 1)} or less, or a larger corpus")
+                            f"{seq_len + 1}; set seq_len={max(1, len(tokens[s]) - 1)} or less, or use a larger corpus")
+
+def _checkpoint(out: Path, chash: str, device) -> dict | None:
+    "The checkpoint to resume from (checked to be this run's), or None."
+    if not (out / "ckpt.pt").is_file():
+        return None
+    st = load_checkpoint(out / "ckpt.pt", device)
+    check_same_run(out / "ckpt.pt", st.get("config_hash"), chash)
+    return st
 
 def train(cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = True, quiet: bool = False,
           stop_at: int | None = None, wait: bool = True) -> dict:
@@ -225,73 +203,110 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = Tr
     `resume`: continue from out_dir's checkpoint (a finished run is returned as is); False starts afresh.
     `stop_at`: stop after this step with the checkpoint written, as if interrupted (result {} then).
     One process writes a run: another one waits for it (`wait`) or fails at once with RunBusy."""
-    device = resolve_device(cfg.device)
-    d, device = init_dist(device)
+    d, device = init_dist(resolve_device(cfg.device))
     prepare(cfg.corpus)                     # the corpus's fingerprint is part of the run's identity
-    out = Path(out_dir) if out_dir else default_run_dir("lm", cfg, d.world_size)
+    out, chash = Path(out_dir) if out_dir else default_run_dir("lm", cfg, d.world_size), config_hash(cfg)
     # what can be checked is checked before any folder is made: the run in `out`, then the data's size
-    _finished_or_checkpoint(out, config_hash(cfg), resume, device)
-    check_split_sizes(_load_tokens(cfg)[2], cfg.block_size, cfg.corpus)
-    with run_lock(out, wait) if d.main else nullcontext(out):
-        return _train(cfg, out, d, device, resume, quiet, stop_at)
-
-def _finished_or_checkpoint(out: Path, chash: str, resume: bool, device) -> tuple[dict | None, dict | None]:
-    "(a finished run's result, or None; the checkpoint to resume from, or None), each checked to be this run's."
-    if not resume:
-        return None, None
-    if (out / "result.json").is_file():
-        res = json.loads((out / "result.json").read_text())
-        check_same_run(out / "result.json", res.get("config_hash"), chash)
-        return res, None
-    if not (out / "ckpt.pt").is_file():
-        return None, None
-    st = load_checkpoint(out / "ckpt.pt", device)
-    check_same_run(out / "ckpt.pt", st.get("config_hash"), chash)
-    return None, st
-
-def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bool, stop_at: int | None) -> dict:
-    total = cfg.total_steps(d.world_size)
-    data = cfg.data_identity()
-    chash = config_hash(cfg, data)
-    done, st = _finished_or_checkpoint(out, chash, resume, device)   # again, under the lock: it is authoritative
-    if done is not None:
+    if resume and (done := finished_result(out, chash)) is not None:
         return done
-    ckpt = out / "ckpt.pt"
+    if resume:
+        _checkpoint(out, chash, device)
     corpus, tok, tokens = _load_tokens(cfg)
+    check_split_sizes(tokens, cfg.block_size, cfg.corpus)
+    with open_run("lm", cfg, out, wait=wait, resume=resume, device=device, world_size=d.world_size,
+                  main=d.main) as run:
+        if run.result is not None:          # finished by another process while this one waited
+            return run.result
+        st = _checkpoint(out, chash, device) if resume else None
+        if st is None:
+            run.fresh()
+        return _train(cfg, run, d, st, corpus, tok, tokens, quiet, stop_at)
 
+@dataclass
+class _State:
+    "What a run carries from step to step, and what its checkpoint holds besides the model and optimiser."
+    step: int = 0
+    seen: int = 0                # tokens trained on
+    elapsed: float = 0.0         # training wall-clock, evaluations excluded
+    eval_s: float = 0.0          # wall-clock of the evaluations
+
+def setup(cfg: TrainConfig, vocab_size: int, device, d: Dist):
+    "(model config, model, optimiser, data generator), every random stream seeded from cfg.seed."
     torch.manual_seed(cfg.seed)                      # identical initial weights on every rank
-    mcfg = cfg.model_config(tok.vocab_size)
+    mcfg = cfg.model_config(vocab_size)
     model = GPT(mcfg).to(device)
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, device)
     data_gen = torch.Generator().manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed + 1 + d.rank)         # dropout streams differ per rank
     np.random.seed(cfg.seed)
     random.seed(cfg.seed)
-    step, seen, elapsed = 0, 0, 0.0
+    return mcfg, model, opt, data_gen
 
-    if st is not None:
-        if st["world_size"] != d.world_size:
-            raise ConfigError(f"{ckpt} was written by {st['world_size']} processes; resume it with as many (now {d.world_size})")
-        model.load_state_dict(st["model"])
-        opt.load_state_dict(st["optimizer"])
-        step, seen, elapsed = st["step"], st["tokens"], st["elapsed"]
-        set_rng_state(st["rng"][d.rank], data_gen)
-        if d.main:
-            truncate_metrics(out, step)
-        _say(f"resuming {out} at step {step}/{total}", quiet, d)
-    elif d.main:
-        out.mkdir(parents=True, exist_ok=True)
-        for f in ("metrics.jsonl", "result.json", "ckpt.pt"):
-            (out / f).unlink(missing_ok=True)
+def restore(st: dict, model, opt, data_gen, d: Dist, run: OpenRun) -> _State:
+    "Load a checkpoint's model, optimiser and random states; drop metrics it does not hold."
+    if st["world_size"] != d.world_size:
+        raise ConfigError(f"{run.out / 'ckpt.pt'} was written by {st['world_size']} processes; resume it with as many "
+                          f"(now {d.world_size})")
+    model.load_state_dict(st["model"])
+    opt.load_state_dict(st["optimizer"])
+    set_rng_state(st["rng"][d.rank], data_gen)
     if d.main:
-        atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash,
-                                                          world_size=d.world_size), indent=1))
+        truncate_metrics(run.out, st["step"])
+    return _State(st["step"], st["tokens"], st["elapsed"], st.get("eval_s", 0.0))
+
+def train_step(fwd, model, opt, tokens, cfg: TrainConfig, lr: float, data_gen, d: Dist, device, T: int,
+               n: int, ckpt: Path) -> float:
+    """Optimiser step `n` at learning rate `lr`: `grad_accum` micro-batches (DDP synchronises on the last), the
+    global gradient norm clipped, a finite check *before* the optimiser touches the weights. Returns the loss."""
+    for gr in opt.param_groups:
+        gr["lr"] = lr
+    loss_sum, A = 0.0, cfg.grad_accum
+    for micro in range(A):
+        x, y = rank_batch(tokens, cfg.batch_size, T, data_gen, d)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        sync = nullcontext() if d.world_size == 1 or micro == A - 1 else fwd.no_sync()
+        with sync:
+            with autocast(device, cfg.dtype):
+                loss = fwd(x, y)[1]
+            (loss / A).backward()
+        loss_sum += loss.detach().float()
+    gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+    train_loss = all_sum([float(loss_sum) / A], d, device)[0] / d.world_size
+    if not (math.isfinite(train_loss) and math.isfinite(float(gnorm))):
+        raise TrainingDiverged(f"non-finite {'loss' if not math.isfinite(train_loss) else 'gradient norm'} at step "
+                               f"{n} (lr {lr:.3g}); try a lower lr or grad_clip. Last good checkpoint: "
+                               f"{ckpt if ckpt.is_file() else 'none'}")
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return train_loss
+
+def result(cfg: TrainConfig, run: OpenRun, d: Dist, corpus, tok, mcfg: GPTConfig, model, s: _State,
+           step_tokens: int, val_loss: float, test_loss: float) -> dict:
+    "result.json's content (the run wrapper adds the versions, hardware and device)."
+    return dict(config=asdict(cfg), run_id=f"lm-{run.config_hash[:12]}", data=cfg.data_identity(),
+                world_size=d.world_size, global_batch_tokens=step_tokens, corpus=corpus.name,
+                corpus_fingerprint=corpus.fingerprint, corpus_versions=source_versions(corpus.meta),
+                tokenizer=tok.name, tokenizer_fingerprint=tok.fingerprint, vocab_size=tok.vocab_size,
+                model=asdict(mcfg), params=n_params(model), coupling_params=coupling_params(model),
+                steps=s.step, tokens_seen=s.seen, wall_clock_s=round(s.elapsed, 3), eval_s=round(s.eval_s, 3),
+                val_loss=val_loss, val_ppl=math.exp(val_loss), test_loss=test_loss, test_ppl=math.exp(test_loss),
+                dt=dt_per_head(model))
+
+def _train(cfg: TrainConfig, run: OpenRun, d: Dist, st: dict | None, corpus, tok, tokens, quiet: bool,
+           stop_at: int | None) -> dict:
+    device, out, ckpt = run.device, run.out, run.out / "ckpt.pt"
+    total = cfg.total_steps(d.world_size)
+    mcfg, model, opt, data_gen = setup(cfg, tok.vocab_size, device, d)
+    s = _State()
+    if st is not None:
+        s = restore(st, model, opt, data_gen, d, run)
+        _say(f"resuming {out} at step {s.step}/{total}", quiet, d)
     fwd = torch.compile(model) if cfg.compile else model           # compile first, then wrap (as nanoGPT)
     if d.world_size > 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
         fwd = DDP(fwd, device_ids=[device.index] if device.type == "cuda" else None)
-    T, B, A = mcfg.seq_len, cfg.batch_size, cfg.grad_accum
-    step_tokens = d.world_size * B * A * T
+    T, B = mcfg.seq_len, cfg.batch_size
+    step_tokens = d.world_size * B * cfg.grad_accum * T
 
     def save():
         states = [rng_state(data_gen)]
@@ -300,121 +315,59 @@ def _train(cfg: TrainConfig, out: Path, d: Dist, device, resume: bool, quiet: bo
             states = [None] * d.world_size
             dist.all_gather_object(states, rng_state(data_gen))
         if d.main:
-            save_checkpoint(ckpt, dict(model=model.state_dict(), optimizer=opt.state_dict(), step=step, tokens=seen,
-                                       elapsed=elapsed, rng=states, config=asdict(cfg), config_hash=chash,
-                                       world_size=d.world_size))
+            save_checkpoint(ckpt, dict(model=model.state_dict(), optimizer=opt.state_dict(), step=s.step, tokens=s.seen,
+                                       elapsed=s.elapsed, eval_s=s.eval_s, rng=states, config=asdict(cfg),
+                                       config_hash=run.config_hash, world_size=d.world_size))
 
-    def log(rec):
-        if d.main:
-            with open(out / "metrics.jsonl", "a") as fh:
-                fh.write(json.dumps(rec) + "\n")
-
-    def val():
-        return evaluate(model, tokens["validation"], B, T, device, cfg.dtype, cfg.eval_batches, d)
+    def val(split="validation"):
+        t = time.perf_counter()
+        v = evaluate(model, tokens[split], B, T, device, cfg.dtype, cfg.eval_batches, d)
+        s.eval_s += time.perf_counter() - t
+        return v
 
     from tqdm.auto import tqdm
-    bar = tqdm(total=total, initial=step, disable=quiet or not d.main, desc=f"{cfg.variant} {cfg.preset}",
+    bar = tqdm(total=total, initial=s.step, disable=quiet or not d.main, desc=f"{cfg.variant} {cfg.preset}",
                unit="step", dynamic_ncols=True)
-    if step == 0 and cfg.eval_every:
+    if s.step == 0 and cfg.eval_every:
         v = val()
-        log(dict(step=0, tokens=0, train_loss=None, val_loss=v, val_ppl=math.exp(v), lr=lr_at(0, cfg, total),
-                 elapsed=0.0, tokens_per_s=None))
+        run.log(dict(step=0, tokens=0, train_loss=None, val_loss=v, val_ppl=math.exp(v), lr=lr_at(0, cfg, total),
+                     elapsed=0.0, tokens_per_s=None))
     model.train()
-    t0, tok0, last_val = time.perf_counter(), seen, None
-    while step < total:
-        lr = lr_at(step, cfg, total)
-        for gr in opt.param_groups:
-            gr["lr"] = lr
-        loss_sum = 0.0
-        for micro in range(A):
-            x, y = rank_batch(tokens["train"], B, T, data_gen, d)
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            sync = nullcontext() if d.world_size == 1 or micro == A - 1 else fwd.no_sync()
-            with sync:
-                with autocast(device, cfg.dtype):
-                    loss = fwd(x, y)[1]
-                (loss / A).backward()
-            loss_sum += loss.detach().float()
-        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
-        train_loss = all_sum([float(loss_sum) / A], d, device)[0] / d.world_size
-        if not (math.isfinite(train_loss) and math.isfinite(float(gnorm))):
+    t0, tok0, last_val = time.perf_counter(), s.seen, None
+    while s.step < total:
+        lr = lr_at(s.step, cfg, total)
+        try:
+            train_loss = train_step(fwd, model, opt, tokens["train"], cfg, lr, data_gen, d, device, T, s.step + 1, ckpt)
+        except TrainingDiverged:
             bar.close()
-            raise TrainingDiverged(f"non-finite {'loss' if not math.isfinite(train_loss) else 'gradient norm'} at step "
-                                   f"{step + 1} (lr {lr:.3g}); try a lower lr or grad_clip. Last good checkpoint: "
-                                   f"{ckpt if ckpt.is_file() else 'none'}")
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        step += 1
-        seen += step_tokens
+            raise
+        s.step += 1
+        s.seen += step_tokens
         bar.update(1)
-        do_eval = step == total or (cfg.eval_every and step % cfg.eval_every == 0)
-        if do_eval or step % cfg.log_every == 0 or step == 1:
+        do_eval = s.step == total or (cfg.eval_every and s.step % cfg.eval_every == 0)
+        if do_eval or s.step % cfg.log_every == 0 or s.step == 1:
             if device.type == "cuda":
                 torch.cuda.synchronize()
             now = time.perf_counter()
-            elapsed += now - t0
-            tps = (seen - tok0) / max(now - t0, 1e-9)
+            s.elapsed += now - t0
+            tps = (s.seen - tok0) / max(now - t0, 1e-9)
             v = val() if do_eval else None
             if v is not None:
                 last_val = v
-            rec = dict(step=step, tokens=seen, train_loss=train_loss, val_loss=v,
-                       val_ppl=math.exp(v) if v is not None else None, lr=lr, elapsed=round(elapsed, 3),
-                       tokens_per_s=round(tps, 1))
-            log(rec)
+            run.log(dict(step=s.step, tokens=s.seen, train_loss=train_loss, val_loss=v,
+                         val_ppl=math.exp(v) if v is not None else None, lr=lr, elapsed=round(s.elapsed, 3),
+                         tokens_per_s=round(tps, 1)))
             bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tps:,.0f}", **({"val": f"{v:.3f}"} if v else {}))
-            t0, tok0 = time.perf_counter(), seen
-        if step % cfg.ckpt_every == 0 or step == total or step == stop_at:
-            elapsed += time.perf_counter() - t0
+            t0, tok0 = time.perf_counter(), s.seen
+        if s.step % cfg.ckpt_every == 0 or s.step == total or s.step == stop_at:
+            s.elapsed += time.perf_counter() - t0
             save()
-            t0, tok0 = time.perf_counter(), seen
-        if stop_at is not None and step >= stop_at and step < total:
+            t0, tok0 = time.perf_counter(), s.seen
+        if stop_at is not None and s.step >= stop_at and s.step < total:
             bar.close()
-            _say(f"stopped at step {step} as asked; resume with the same config and out dir {out}", quiet, d)
+            _say(f"stopped at step {s.step} as asked; resume with the same config and out_dir {out}", quiet, d)
             return {}
     bar.close()
-
     val_loss = last_val if last_val is not None else val()
-    test_loss = evaluate(model, tokens["test"], B, T, device, cfg.dtype, cfg.eval_batches, d)
-    res = dict(kind="lm", config=asdict(cfg), config_hash=chash, run_id=f"lm-{chash[:12]}", data=data, world_size=d.world_size,
-               global_batch_tokens=step_tokens, corpus=corpus.name, corpus_fingerprint=corpus.fingerprint,
-               corpus_versions=source_versions(corpus.meta),
-               tokenizer=tok.name, tokenizer_fingerprint=tok.fingerprint, vocab_size=tok.vocab_size,
-               model=asdict(mcfg), params=n_params(model), coupling_params=coupling_params(model),
-               coupled_qk_version=__version__, torch_version=torch.__version__, git_revision=git_revision(),
-               hardware=hardware(), device=str(device), steps=step, tokens_seen=seen,
-               wall_clock_s=round(elapsed, 3), val_loss=val_loss, val_ppl=math.exp(val_loss),
-               test_loss=test_loss, test_ppl=math.exp(test_loss), dt=dt_per_head(model))
-    if d.main:
-        atomic_write(out / "result.json", json.dumps(res, indent=1))
-    return res
-
-# %% ../nbs/05_train.ipynb #3dadcc04
-CHOICES = {"preset": tuple(PRESETS), "variant": VARIANTS, "corpus": CORPORA + ("pydocs@VERSION", "NAME=PATH", "a path"),
-           "tokenizer": ("gpt2", "bytes", "bpe-N"), "positional": POSITIONAL, "dtype": DTYPES}
-
-def train_main(argv: list[str] | None = None) -> int:
-    "`coupled-qk train --preset P --variant V --corpus C --seed S [--max-steps N] [--resume] [--out DIR]`"
-    p = config_parser(TrainConfig, "coupled-qk train", "Train a language model; writes a run directory.", CHOICES)
-    p.add_argument("--out", type=Path, default=None, help="run directory (default: runs_dir/lm/<run id>)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
-    p.add_argument("--overwrite", action="store_true", help="start afresh even if --out holds a run")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    a = p.parse_args(argv)
-    cfg = config_from_args(TrainConfig, a)
-    resolve_device(cfg.device)
-    out = a.out or default_run_dir("lm", cfg, int(os.environ.get("WORLD_SIZE", "1")))
-    held = [f for f in ("ckpt.pt", "result.json") if (out / f).exists()]
-    if a.resume and a.overwrite:
-        raise UsageError("coupled-qk train: --resume continues a run and --overwrite starts it afresh; give one")
-    if a.resume and not held:
-        raise UsageError(f"coupled-qk train: --resume, but {out} holds no run (no ckpt.pt); run without --resume to start it")
-    if held and not (a.resume or a.overwrite):
-        raise UsageError(f"coupled-qk train: {out} already holds a run; pass --resume to continue it or --overwrite to start afresh")
-    try:
-        res = train(cfg, out, resume=not a.overwrite, quiet=a.quiet, wait=False)
-    finally:
-        destroy_process_group()
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(f"val ppl {res['val_ppl']:.3f}, test ppl {res['test_ppl']:.3f}; results in {out}")
-    return 0
-
+    test_loss = val("test")
+    return run.finish(result(cfg, run, d, corpus, tok, mcfg, model, s, step_tokens, val_loss, test_loss))
