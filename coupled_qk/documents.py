@@ -201,11 +201,12 @@ def read_local_corpus(path: str | Path, style: str = "line") -> dict[str, list[s
     "Splits of a local corpus file or folder: official splits from file names where present, else by document hash."
     files = local_files(Path(path).expanduser())
     named = {f: _split_name(f) for f in files}
-    if len(files) > 1 and all(named.values()) and "train" in named.values():
+    if len(files) > 1 and all(named.values()) and set(named.values()) == set(SPLITS):
         out = {s: [] for s in SPLITS}
         for f in files:
             out[named[f]] += _read_file_docs(f, style)
-    else:   # one file, unnamed files, or named files without a train file: pooled and split by document hash
+    else:   # one file, unnamed files, or files that do not name all three splits (OpenWebText's hub copy has
+            # train shards only): pooled and split by document hash, as the hub path splits them
         out = hash_split(d for f in files for d in _read_file_docs(f, style))
     if not any(out.values()):
         raise DataError(f"{path} holds no text")

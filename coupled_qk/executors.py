@@ -81,8 +81,8 @@ class SubmititPool:
             self.ex = submitit.AutoExecutor(folder=str(self.folder), cluster="slurm")
             self.ex.update_parameters(**(parameters or slurm_parameters()), slurm_array_parallelism=1000)
         else:
-            self.ex = submitit.LocalExecutor(folder=str(self.folder))
-            p = dict(timeout_min=60 * 24, **(parameters or {}))
+            p = {"timeout_min": 60 * 24, **(parameters or {})}
+            self.ex = submitit.LocalExecutor(folder=str(self.folder), max_num_timeout=p.pop("max_num_timeout", 3))
             self.ex.update_parameters(**{k: v for k, v in p.items() if k in ("timeout_min", "signal_delay_s",
                                                                               "tasks_per_node", "gpus_per_node")})
         self.jobs_file = self.folder / "jobs.json"

@@ -18,7 +18,7 @@ from .executors import Checkpointable, distributed_env, make_executor
 __all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'EXPERIMENTS', 'lm_macs_per_token', 'measured_throughput', 'estimate_seconds',
            'nbs_dir', 'experiment_config', 'typed_config', 'trainer', 'train_seconds', 'RunCall', 'write_summary',
            'NotebookFailed', 'run_notebook', 'glue_dir_for', 'unavailable', 'prepare_corpora', 'prepare_data',
-           'ReproReport', 'describe', 'execute_runs', 'reproduce', 'print_plan', 'drift_lines']
+           'ReproReport', 'describe', 'error_line', 'execute_runs', 'reproduce', 'print_plan', 'drift_lines']
 
 # %% ../nbs/09b_runner.ipynb #18a5bd6d
 # Multiply-accumulates per second of one training job: on this 2-core CPU one thread per job, two jobs at
@@ -228,9 +228,19 @@ def describe(run: Run) -> str:
     what = c.get("corpus") if run.kind == "lm" else c.get("task")
     return f"{run.kind} {c.get('variant', 'standard')} seed {c.get('seed', 0)} {what}"
 
-def _last_line(e: BaseException) -> str:
-    lines = [x.strip() for x in str(e).strip().splitlines() if x.strip()]
-    return lines[-1] if lines else type(e).__name__
+def error_line(e: BaseException) -> str:
+    """A failed run's error in one line, `Type: message`: the exception itself from a local worker, or the last
+    exception of the traceback a submitit job reports (with the job's log file)."""
+    import re
+    text = str(e)
+    if "failed during processing with trace" in text:    # submitit's FailedJobError: the traceback, then the logs
+        raised = [m for m in re.finditer(r"^([A-Za-z_][\w.]*(?:Error|Exception|Diverged|Busy|Failed)): (.*)$", text, re.M)]
+        logs = re.findall(r"^\s*- (\S+\.err)$", text, re.M)
+        if raised:
+            name, msg = raised[-1].groups()
+            return f"{name.split('.')[-1]}: {msg.strip()}" + (f" (job log: {logs[0]})" if logs else "")
+    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    return f"{type(e).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 class _Progress:
     "One line per finished run: what it was, its time, k/N done, and an ETA from the estimates scaled by what it took."
@@ -287,7 +297,7 @@ def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, ex
                         write_summary(r, runs_dir, summaries)
                     except Exception as e:   # keep going; report every failure at the end
                         rep.failed.append(r.run_id)
-                        log(f"  FAILED {r.run_id} ({describe(r)}): {_last_line(e)}")
+                        log(f"  FAILED {r.run_id} ({describe(r)}): {error_line(e)}")
                         continue
                     done_ids.add(r.run_id)
                     if got.get("ran"):

@@ -130,11 +130,15 @@ fi
 bench() {   # bench <seconds> <out> <args...>
     local limit=$1 out=$2
     shift 2
-    timeout "$limit" "$PY" -c 'import sys; from coupled_qk.bench import bench_main; sys.exit(bench_main(sys.argv[1:]))' \
+    timeout "$limit" "$PY" -c 'import sys; from coupled_qk.cli import main; sys.exit(main(["bench", *sys.argv[1:]]))' \
         --device cuda --shapes paper-60m --quiet --out "$out" "$@" > "$out.log" 2>&1 || { status=1; tail -20 "$out.log"; }
 }
 echo "== 2. benchmark, paper-60m, bf16 (every variant)"
 bench 140 "$OUT/bf16" --modes bf16 --repeats 2 --warmup 3 --steps 10
+# the measured tokens/s replace the per-device guess in `coupled-qk reproduce --scale paper --dry-run`'s GPU-hours
+if [ -f "$OUT/bf16/summary.csv" ]; then
+    mkdir -p figures/benchmark/cuda && cp "$OUT/bf16/summary.csv" figures/benchmark/cuda/summary.csv
+fi
 echo "== 2. benchmark, paper-60m, bf16+compile (standard, hamiltonian, coupled_differential)"
 bench 140 "$OUT/compile" --modes bf16+compile --repeats 1 --warmup 3 --steps 10 \
     --variants standard hamiltonian coupled_differential
