@@ -1,6 +1,6 @@
-# The two commands of the README. Both set up everything themselves on a fresh machine:
-# a virtual environment in .venv, torch (a CPU build, pinned, where there is no CUDA), and an
-# editable install of coupled_qk with its dependencies.
+# The two commands of the README. Both set up everything themselves on a fresh machine: a virtual environment
+# in .venv holding exactly the locked versions (requirements/*.lock, torch included), and an editable install of
+# coupled_qk on top of them.
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 SCALE   ?= cpu
@@ -8,18 +8,43 @@ JOBS    ?= 2
 # Which artifacts to make (empty = all), e.g. make reproduce ARTIFACTS="main_table corpus"
 ARTIFACTS ?=
 PYTHON  ?= python3
-# An unpinned torch pulls a multi-GB CUDA build; without a GPU we pin the CPU build.
-TORCH   ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo torch || echo torch==2.13.0)
+# Which lock: the CUDA one where there is a GPU driver (nvidia-smi), else the CPU one (torch's CPU build; an
+# unpinned torch would pull a multi-GB CUDA build). coupled_qk.provenance.lock_path() applies the same rule.
+VARIANT ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo cuda || echo cpu)
+LOCK    := requirements/$(VARIANT).lock
+# pip-compile lives in its own environment, so that it is not part of the locked one it writes.
+LOCK_TOOLS := $(VENV)/lock-tools
+PIP_TOOLS  ?= pip-tools==7.6.2
+# `make lock` moves every pin to the newest release that pyproject.toml and requirements/*.in allow;
+# `make lock UPGRADE=` keeps the current pins and only adds what a new dependency needs.
+UPGRADE ?= 1
+PIP_COMPILE = $(LOCK_TOOLS)/bin/pip-compile --quiet --extra hf --allow-unsafe --strip-extras --no-emit-index-url \
+	--no-emit-find-links $(if $(UPGRADE),--upgrade)
 
-.PHONY: setup test reproduce docs index export clean-nbs
+.PHONY: setup test reproduce docs index export clean-nbs lock
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# pyproject.toml too: its entry points and package metadata live in the editable install.
+$(VENV)/.installed: $(LOCK) pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check "$(TORCH)"
-	$(PY) -m pip install -q --disable-pip-version-check -e .
+	$(PY) -m pip install -q --disable-pip-version-check -r $(LOCK)
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
+
+# Regenerate both locks and environment.yml from pyproject.toml (with the hf extra) and requirements/*.in.
+# The CPU lock resolves with this machine's pip settings (its find-links hold torch's CPU wheel); the CUDA lock
+# without them, from the package index alone, whose Linux torch wheel is the CUDA build.
+lock: $(LOCK_TOOLS)/bin/pip-compile
+	$(PIP_COMPILE) -o requirements/cpu.lock pyproject.toml requirements/cpu.in
+	env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null $(PIP_COMPILE) -o requirements/cuda.lock pyproject.toml requirements/cuda.in
+	$(PYTHON) -c "import sys; sys.path.insert(0, '.'); from coupled_qk.provenance import environment_yml; \
+	open('environment.yml', 'w').write(environment_yml('requirements/cpu.lock'))"
+	@echo "lock: review 'git diff requirements environment.yml', then 'make setup' installs the new lock"
+
+$(LOCK_TOOLS)/bin/pip-compile:
+	$(PYTHON) -m venv $(LOCK_TOOLS)
+	$(LOCK_TOOLS)/bin/pip install -q --disable-pip-version-check "$(PIP_TOOLS)"
 
 # Run every notebook's tests (through pytest, one notebook at a time) and the project checks.
 test: setup

@@ -73,10 +73,10 @@ class ArtifactWriter:
     def finish(self) -> Path:
         "Write provenance.json and return the artifact's folder."
         from coupled_qk import __version__
-        from coupled_qk.provenance import git_revision, hardware
+        from coupled_qk.provenance import environment, git_revision, hardware
         prov = dict(artifact=self.artifact, scale=self.scale, parameters=self.params, runs=self.runs,
                     corpus_fingerprints=self.fingerprints, corpus_versions=self.versions, files=sorted(set(self.files)), notes=self.notes,
-                    coupled_qk=__version__, git=git_revision(), hardware=hardware(),
+                    coupled_qk=__version__, git=git_revision(), hardware=hardware(), environment=environment(),
                     date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
         (self.dir / "provenance.json").write_text(json.dumps(prov, indent=2, default=str))
         return self.dir

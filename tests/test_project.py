@@ -1,14 +1,12 @@
-"""Project hygiene: the package is the notebooks' export, the notebooks are clean, the dependency lists
-agree, and CI runs the README's test command."""
+"""Project hygiene: the package is the notebooks' export, the notebooks are clean, and CI runs the README's test
+command. (That pyproject.toml, the locks and environment.yml agree: tests/test_environment.py.)"""
 import json
 import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
-import yaml
 from conftest import ROOT
 
 BIN = Path(sys.executable).parent
@@ -42,19 +40,6 @@ def test_notebooks_clean(tmp_path):
     cleaned, committed = _tree(tmp_path / "nbs", "*.ipynb"), _tree(ROOT / "nbs", "*.ipynb")
     dirty = sorted(k for k in committed if cleaned.get(k) != committed[k])
     assert not dirty, f"notebooks not clean: {dirty}: run `make clean-nbs` and commit"
-
-
-def _names(specs):
-    return sorted(re.split(r"[<>=!~ \[]", s, maxsplit=1)[0].strip().lower().replace("_", "-") for s in specs)
-
-
-def test_environment_matches_pyproject():
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    env = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
-    pip = next(d["pip"] for d in env if isinstance(d, dict) and "pip" in d)
-    conda = [d for d in env if isinstance(d, str) and not d.startswith(("python", "pip"))]
-    assert _names(deps) == _names(pip + conda), "environment.yml and pyproject.toml list different dependencies"
-    assert sorted(map(str.strip, deps)) == sorted(map(str.strip, pip + conda)), "same names, different version specs"
 
 
 def test_ci_runs_readme_test_command():
