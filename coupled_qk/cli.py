@@ -12,8 +12,8 @@ from .settings import UserError, load_settings, resolve_device
 
 # %% auto #0
 __all__ = ['FLAG_WORDS', 'EXPECTED', 'COMMANDS', 'UsageError', 'Parser', 'field_docs', 'config_parser', 'config_from_args',
-           'field_flags', 'one_line', 'run_command', 'data_main', 'train_main', 'run_config_command', 'mqar_main',
-           'glue_main', 'bench_main', 'reproduce_main', 'main']
+           'field_flags', 'one_line', 'run_command', 'data_main', 'warn_lock_mismatch', 'train_main',
+           'run_config_command', 'mqar_main', 'glue_main', 'bench_main', 'reproduce_main', 'main']
 
 # %% ../nbs/11_cli.ipynb #5be5c8f9
 class UsageError(UserError):
@@ -154,6 +154,14 @@ def _choices(**extra) -> dict:
     return dict({"preset": tuple(PRESETS), "variant": VARIANTS, "corpus": CORPORA + ("pydocs@VERSION", "NAME=PATH", "a path"),
                  "tokenizer": ("gpt2", "bytes", "bpe-N"), "positional": POSITIONAL, "dtype": DTYPES}, **extra)
 
+def warn_lock_mismatch(path: Path | None = None) -> str | None:
+    "Say in one line (stderr) which installed packages differ from the lock; the command goes on."
+    from coupled_qk.provenance import lock_mismatch
+    line = lock_mismatch(path)
+    if line:
+        print(f"coupled-qk: note: {line}", file=sys.stderr)
+    return line
+
 def train_main(argv: list[str] | None = None) -> int:
     "`coupled-qk train --preset P --variant V --corpus C --seed S [--max-steps N] [--resume] [--out DIR]`"
     from coupled_qk.train import TrainConfig, train
@@ -175,6 +183,8 @@ def train_main(argv: list[str] | None = None) -> int:
         raise UsageError(f"coupled-qk train: --resume, but {out} holds no run (no ckpt.pt); run without --resume to start it")
     if held and not (a.resume or a.overwrite):
         raise UsageError(f"coupled-qk train: {out} already holds a run; pass --resume to continue it or --overwrite to start afresh")
+    if int(os.environ.get("RANK", "0")) == 0:
+        warn_lock_mismatch()
     try:
         res = train(cfg, out, resume=not a.overwrite, quiet=a.quiet, wait=False)
     finally:
@@ -294,6 +304,8 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     if not a.budget > 0:
         raise UsageError(f"--budget {a.budget}: give a positive multiplier")
     artifacts = a.artifacts or list(DEFAULT_ARTIFACTS)
+    if not a.dry_run:
+        warn_lock_mismatch()
     if a.rehearse:
         from coupled_qk.rehearsal import rehearse
         t = time.time()

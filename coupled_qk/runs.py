@@ -161,10 +161,10 @@ class OpenRun:
     def finish(self, res: dict) -> dict:
         "Add what every result records, write result.json (last, atomically), return it."
         from coupled_qk import __version__
-        from coupled_qk.provenance import git_revision, hardware
+        from coupled_qk.provenance import environment, git_revision, hardware
         res = dict(kind=self.kind, config_hash=self.config_hash, **res, coupled_qk_version=__version__,
                    torch_version=torch.__version__, git_revision=git_revision(), hardware=hardware(),
-                   device=str(self.device))
+                   device=str(self.device), environment=environment())
         if self.main:
             atomic_write(self.out / "result.json", json.dumps(res, indent=1))
         return res
