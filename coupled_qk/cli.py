@@ -101,12 +101,14 @@ def run_command(prog: str, body, argv) -> int:
     try:
         return body(argv) or 0
     except EXPECTED as e:
-        train = sys.modules.get("coupled_qk.train")
-        if train is not None and isinstance(e, train.TrainingDiverged):
-            print(f"{prog}: training diverged: {field_flags(one_line(e), _config_fields())}", file=sys.stderr)
-            return 1
         print(f"{prog}: error: {field_flags(one_line(e), _config_fields())}", file=sys.stderr)
         return 2
+    except RuntimeError as e:           # a diverged run: the command worked, the training did not
+        train = sys.modules.get("coupled_qk.train")
+        if train is None or not isinstance(e, train.TrainingDiverged):
+            raise
+        print(f"{prog}: training diverged: {field_flags(one_line(e), _config_fields())}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; finished work is kept, and the same command resumes where it stopped", file=sys.stderr)
         return 130
