@@ -119,13 +119,19 @@ def data_main(argv: list[str] | None = None) -> int:
     from coupled_qk.corpora import CORPORA, MANIFEST, prepare, read_manifest
     from coupled_qk.documents import SPLITS
     from coupled_qk.tokens import TOKENIZERS, token_cache
-    p = Parser(prog="coupled-qk data", description="Prepare and list corpora.")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
-    pp = sub.add_parser("prepare", help="prepare corpora (idempotent)")
+    p = Parser(prog="coupled-qk data", description="Prepare and list corpora: `prepare` builds a corpus once per source "
+               "(and its token caches), `list` shows what is known and what is prepared.")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser, metavar="{prepare,list}",
+                           help="prepare: build corpora (and token caches) once per source; list: corpora, tokenizers "
+                                "and what is prepared")
+    pp = sub.add_parser("prepare", help="prepare corpora (idempotent)",
+                        description="Build each corpus once per source into data_dir (reused afterwards), record it in "
+                                    "the manifest, and build the token caches of the tokenizers given.")
     pp.add_argument("names", nargs="+", metavar="NAME", help=f"{', '.join(CORPORA)}, pydocs@VERSION, NAME=PATH or a path")
     pp.add_argument("--tokenizer", action="append", default=[], help="also build token caches (gpt2, bytes, bpe-N)")
     pp.add_argument("--force", action="store_true", help="rebuild even if prepared")
-    sub.add_parser("list", help="list corpora, tokenizers and what is prepared")
+    sub.add_parser("list", help="list corpora, tokenizers and what is prepared",
+                   description="The corpora and tokenizers this project knows, and what data_dir holds prepared.")
     a = p.parse_args(argv)
     if a.cmd == "list":
         man = read_manifest()
@@ -303,8 +309,8 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         raise UsageError(f"unknown scale {scale!r}; valid: {', '.join(SCALE_SPECS)}")
     if a.jobs < 1:
         raise UsageError(f"--jobs {a.jobs}: give 1 or more")
-    if not a.budget > 0:
-        raise UsageError(f"--budget {a.budget}: give a positive multiplier")
+    if not (a.budget > 0 and a.budget != float("inf")):
+        raise UsageError(f"--budget {a.budget}: give a positive, finite multiplier")
     artifacts = a.artifacts or list(DEFAULT_ARTIFACTS)
     if not a.dry_run:
         warn_lock_mismatch()
@@ -344,12 +350,17 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `coupled-qk` command."
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
+    if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
         print(f"coupled-qk: error: unknown command {argv[0]!r}; valid: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
+    if argv[:1] == ["--version"]:
+        from coupled_qk import __version__
+        print(f"coupled-qk {__version__}")
+        return 0
     if not argv or argv[0] in ("-h", "--help"):
         lines = [f"  {name:<10} {help}" for name, (_, help) in COMMANDS.items()]
-        print("usage: coupled-qk COMMAND [options]   (coupled-qk COMMAND --help for its options)\n\ncommands:\n" + "\n".join(lines))
+        print("usage: coupled-qk COMMAND [options]   (coupled-qk COMMAND --help for its options; coupled-qk --version)"
+              "\n\ncommands:\n" + "\n".join(lines))
         return 0
     body, _ = COMMANDS[argv[0]]
     warnings.filterwarnings("ignore", message=".*Unable to parse line.*")

@@ -105,7 +105,7 @@ MANIFEST = "manifest.json"
 
 def check_corpus(name: str) -> None:
     "Corpus names are CORPORA, `pydocs@VERSION`, `NAME=PATH` or a path; anything else is a one-line ConfigError."
-    if name in CORPORA or "=" in name or "/" in name:
+    if name in CORPORA or "=" in name or "/" in name or Path(name).expanduser().exists():
         return
     if "@" in name:
         embedded_packages(name)                  # a one-line DataError unless the name takes a version

@@ -6,7 +6,7 @@ formats) into documents. The embedded corpora (`embedded`) and the corpus regist
 
 # %% ../nbs/03a_documents.ipynb #d0c0a003
 from __future__ import annotations
-import functools, hashlib, json, re
+import functools, hashlib, json, re, sys
 from pathlib import Path
 
 from .settings import load_settings, UserError
@@ -178,10 +178,12 @@ def _read_file_docs(f: Path, style: str) -> list[str]:
     builder = _EXT_BUILDER[f.suffix]
     kw = {}
     if builder == "text":
-        # "paragraph" splits on blank lines; WikiText is read line by line and regrouped into articles;
-        # a text file without any blank line (PTB, one sentence a line) has one document per line
-        paragraphs = style == "paragraph" and _has_blank_line(f)
-        kw = dict(sample_by="paragraph" if paragraphs else "line")
+        # "paragraph" splits on blank lines, whitespace-only ones included (WikiText's " " lines), by the same rule
+        # that chose the mode; WikiText is read line by line and regrouped into articles; a text file without any
+        # blank line (PTB, one sentence a line) has one document per line. A UTF-8 byte-order mark is dropped.
+        if style == "paragraph" and _has_blank_line(f):
+            return blank_line_documents(f.read_text(encoding="utf-8-sig", errors="replace"))
+        kw = dict(sample_by="line")
     try:
         # the Arrow cache is keyed by the file's content, so an edited file is never served from a stale cache
         st = f.stat()
@@ -192,9 +194,14 @@ def _read_file_docs(f: Path, style: str) -> list[str]:
     col = next((c for c in TEXT_COLUMNS if c in ds.column_names), None)
     if col is None:
         raise DataError(f"{f}: no text column; expected one of {', '.join(TEXT_COLUMNS)}, found {', '.join(ds.column_names)}")
-    rows = ds[col]
+    rows = list(ds[col])
+    if rows and isinstance(rows[0], str):
+        rows[0] = rows[0].lstrip("\ufeff")
+    missing = sum(r is None for r in rows)
+    if missing:
+        print(f"{f}: {missing:,} of {len(rows):,} rows have no {col!r} field and were left out", file=sys.stderr, flush=True)
     if style == "wikitext":
-        return wikitext_articles(rows)
+        return wikitext_articles([r for r in rows if r is not None])
     return [r.strip("\n") for r in rows if r and r.strip()]
 
 def read_local_corpus(path: str | Path, style: str = "line") -> dict[str, list[str]]:

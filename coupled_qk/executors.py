@@ -11,7 +11,8 @@ from .settings import load_settings, ConfigError, SettingsError, check_choice
 from .provenance import atomic_write
 
 # %% auto #0
-__all__ = ['EXECUTORS', 'slurm_parameters', 'LocalPool', 'SubmititPool', 'make_executor', 'distributed_env', 'Checkpointable']
+__all__ = ['EXECUTORS', 'slurm_parameters', 'LocalPool', 'SubmititPool', 'check_executor', 'make_executor', 'distributed_env',
+           'Checkpointable']
 
 # %% ../nbs/09d_executors.ipynb #14ae590c
 EXECUTORS = ("local", "slurm", "submitit-local")
@@ -118,16 +119,27 @@ class _JobHandle:
         rs = self.job.results()
         return rs[0]
 
-def make_executor(kind: str, jobs: int, folder: Path):
-    "The executor `kind` (one of EXECUTORS) for `jobs` parallel runs; submitit keeps its files in `folder`."
+def check_executor(kind: str) -> None:
+    """Refuse, in one line and before any work, an executor that cannot run here: an unknown name, submitit
+    missing, Slurm without its commands on this machine, or a `slurm_*` setting that is not what it should be."""
+    import shutil
     check_choice("executor", kind, EXECUTORS, "executor")
     if kind == "local":
-        return LocalPool(jobs)
+        return
     try:
         import submitit  # noqa: F401
     except ImportError:
         raise ConfigError(f"executor={kind} needs submitit: pip install submitit", "executor") from None
-    return SubmititPool(kind, folder)
+    if kind == "slurm":
+        slurm_parameters()
+        if shutil.which("sbatch") is None or shutil.which("srun") is None:
+            raise ConfigError("executor=slurm, but this machine has no Slurm (no sbatch or srun on PATH); submit from a "
+                              "cluster's login node, or use executor local or submitit-local", "executor")
+
+def make_executor(kind: str, jobs: int, folder: Path):
+    "The executor `kind` (one of EXECUTORS) for `jobs` parallel runs; submitit keeps its files in `folder`."
+    check_executor(kind)
+    return LocalPool(jobs) if kind == "local" else SubmititPool(kind, folder)
 
 # %% ../nbs/09d_executors.ipynb #618e8402
 def distributed_env() -> None:

@@ -17,7 +17,7 @@ from .model import GPT, PRESETS, n_params, coupling_params
 from .documents import DataError, data_dir, doc_hash, file_sha256, quiet_datasets
 from .corpora import load_hub, check_corpus
 from .tokens import get_tokenizer, check_tokenizer
-from .settings import load_settings, ConfigError, check_choice
+from .settings import load_settings, ConfigError, check_choice, check_fields, check_number
 from .train import TrainConfig
 from .optim import cosine_lr, make_optimizer
 from .runs import OpenRun, config_hash, load_checkpoint, open_run
@@ -131,28 +131,29 @@ INITS = ("pretrained", "scratch")
 @dataclass
 class GlueConfig:
     "One GLUE fine-tuning run."
-    task: str = "sst2"
+    task: str = "sst2"                 # sst2, mnli or qnli
     run: str | None = None             # a language-model run directory (architecture, tokenizer, weights)
     init: str = "pretrained"           # pretrained | scratch (the control: same architecture, random weights)
     preset: str = "smoke"              # the architecture when there is no run (scratch only)
-    variant: str = "standard"
-    corpus: str = "pydocs"
-    tokenizer: str | None = None
+    variant: str = "standard"          # attention variant (scratch only)
+    corpus: str = "pydocs"             # the corpus its tokenizer is trained on (scratch only)
+    tokenizer: str | None = None       # gpt2, bytes or bpe-N (scratch only; None = the preset's)
     pooling: str = "mean"              # mean over the tokens | the last token
-    max_len: int | None = None         # None = the model's seq_len
-    max_train: int | None = None       # subsample (None = all)
-    max_eval: int | None = None
-    epochs: int = 3
-    batch_size: int = 32
-    lr: float = 3e-4
-    weight_decay: float = 0.01
-    warmup_frac: float = 0.06
-    seed: int = 0
+    max_len: int | None = None         # tokens per example, longer ones cut (None = the model's seq_len)
+    max_train: int | None = None       # training examples, a fixed subsample (None = all)
+    max_eval: int | None = None        # evaluation examples, a fixed subsample (None = all)
+    epochs: int = 3                    # passes over the training examples
+    batch_size: int = 32               # examples per step
+    lr: float = 3e-4                   # peak learning rate (AdamW), > 0
+    weight_decay: float = 0.01         # AdamW weight decay on matrices, >= 0
+    warmup_frac: float = 0.06          # linear warmup over this fraction of the steps, in [0, 1)
+    seed: int = 0                      # the order of the examples and the head's init
     device: str | None = None          # auto, cpu, cuda, cuda:N or mps; None = the `device` setting
-    glue_dir: str | None = None
+    glue_dir: str | None = None        # a folder in GLUE's (or the hub's) layout; None = the local_glue setting, else the hub
     NON_RESULT_FIELDS = ("device", "glue_dir")
 
     def __post_init__(self):
+        check_fields(self)
         check_choice("GLUE task", self.task, tuple(GLUE_TASKS))
         check_choice("init", self.init, INITS)
         check_choice("pooling", self.pooling, POOLINGS)
@@ -170,8 +171,10 @@ class GlueConfig:
             v = getattr(self, k)
             if v is not None and v < 1:
                 raise ConfigError(f"{k}={v}; it must be at least 1")
-        if not self.lr > 0:
-            raise ConfigError(f"lr={self.lr}; it must be > 0")
+        check_number("lr", self.lr, above=0)
+        check_number("weight_decay", self.weight_decay, 0)
+        check_number("warmup_frac", self.warmup_frac, 0, high=0.99)
+        check_number("seed", self.seed, 0, integer=True)
 
     def lm_config(self) -> TrainConfig:
         "The language-model config the classifier is built from."

@@ -45,11 +45,20 @@ class GPTConfig:
             self.attention = AttentionConfig(**self.attention)
         if self.init not in INITS:
             raise ValueError(f"unknown init {self.init!r}; valid: {', '.join(INITS)}")
+        for k in ("vocab_size", "seq_len", "d_model", "n_layers", "n_heads", "mlp_ratio"):
+            if not (isinstance(getattr(self, k), int) and getattr(self, k) >= 1):
+                raise ValueError(f"{k}={getattr(self, k)!r}; it must be a whole number, at least 1")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout={self.dropout}; it must be in [0, 1)")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.attention.variant in DIFFERENTIAL and self.n_heads % 2:
             raise ValueError(f"{self.attention.variant} attention needs an even n_heads (it uses n_heads/2 "
                              f"heads of two maps); got n_heads={self.n_heads}")
+        hd = self.head_dim                  # Differential's maps are head_dim wide too (H/2 heads of 2 maps)
+        if self.attention.positional == "rope" and hd % 2:
+            raise ValueError(f"rotary positions need an even head dim, and d_model={self.d_model} / n_heads={self.n_heads} "
+                             f"gives {hd}; pick d_model and n_heads with an even quotient, or positional=learned")
 
     @property
     def head_dim(self) -> int: return self.d_model // self.n_heads

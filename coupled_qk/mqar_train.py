@@ -15,7 +15,7 @@ from .mqar import MQAR_PRESETS, MQARConfig, mqar_config, mqar_arrays, mqar_accur
 from .mqar import split_seeds, row_hash, dup_within
 from .attention import VARIANTS, POSITIONAL
 from .model import GPT, GPTConfig, INITS, model_config, n_params, coupling_params, dt_per_head
-from .settings import ConfigError, check_choice
+from .settings import ConfigError, check_choice, check_fields, check_number
 from .optim import cosine_lr, make_optimizer
 from .runs import OpenRun, open_run
 
@@ -30,39 +30,45 @@ TARGETS = (0.9, 0.99)                            # accuracies whose first step i
 @dataclass
 class MQARTrainConfig:
     "One MQAR experiment: the task, the model, the step budget and the learning-rate sweep."
-    task: str = "easy"                 # a key of MQAR_PRESETS
-    vocab_size: int | None = None      # task overrides (None = the preset's value)
-    seq_len: int | None = None
-    num_kv_pairs: int | None = None
-    power_a: float | None = None
-    n_test: int = 1_000
-    variant: str = "standard"
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 2
+    task: str = "easy"                 # a key of MQAR_PRESETS (easy, medium, hard)
+    vocab_size: int | None = None      # tokens of the task: keys, values and separators (None = the task's)
+    seq_len: int | None = None         # tokens per example (None = the task's)
+    num_kv_pairs: int | None = None    # key-value pairs per example, each queried once (None = the task's)
+    power_a: float | None = None       # the power law of query distances (Zoology's alpha; None = the task's)
+    n_test: int = 1_000                # distinct test examples, disjoint from every training row
+    variant: str = "standard"          # attention variant
+    d_model: int = 64                  # model width
+    n_layers: int = 2                  # transformer blocks
+    n_heads: int = 2                   # attention heads (must divide d_model)
     positional: str = "rope"           # relative positions give the previous-token head that recall needs at once
-    n_steps: int | None = None         # coupled-variant overrides
-    dt_init: float | None = None
+    n_steps: int | None = None         # integration steps of the coupled dynamics (None = 1)
+    dt_init: float | None = None       # initial step size Δt of the dynamics, >= 0 (None = 0.1)
     init: str = "torch"                # GPT-2's N(0, 0.02) keeps a width-64 model on the plateau; see the model chapter
-    tie_embeddings: bool = False
+    tie_embeddings: bool = False       # the output layer reuses the token embedding
     steps: int = 1_000                 # optimiser steps, each on a fresh batch
     eval_every: int = 100              # test accuracy every this many steps (the resolution of steps-to-accuracy)
-    batch_size: int = 64
+    batch_size: int = 64               # fresh examples per step
     warmup_frac: float = 0.1           # linear warmup over this fraction of the steps, then cosine to zero
-    lrs: tuple = ZOOLOGY_LRS
-    weight_decay: float = 0.1
+    lrs: tuple = ZOOLOGY_LRS           # the learning rates of the sweep (AdamW peak), one model each
+    weight_decay: float = 0.1          # AdamW weight decay on matrices, >= 0
     seed: int = 0                      # data streams and model init
     device: str | None = None          # auto, cpu, cuda, cuda:N or mps; None = the `device` setting
     NON_RESULT_FIELDS = ("device",)
 
     def __post_init__(self):
+        check_fields(self)
         check_choice("MQAR task", self.task, tuple(MQAR_PRESETS))
         check_choice("variant", self.variant, VARIANTS)
         check_choice("positional encoding", self.positional, POSITIONAL)
         check_choice("init", self.init, INITS)
         self.lrs = tuple(float(x) for x in self.lrs)
-        if not self.lrs or min(self.lrs) <= 0:
-            raise ConfigError(f"lrs={self.lrs}: give one or more positive learning rates")
+        if not self.lrs or not all(math.isfinite(x) and x > 0 for x in self.lrs):
+            raise ConfigError(f"lrs={self.lrs}: give one or more positive, finite learning rates", "lrs")
+        for k in ("vocab_size", "seq_len", "num_kv_pairs", "n_steps"):
+            check_number(k, getattr(self, k), 1, integer=True)
+        check_number("seed", self.seed, 0, integer=True)
+        for k in ("power_a", "dt_init", "weight_decay"):
+            check_number(k, getattr(self, k), 0)
         for k in ("n_test", "steps", "eval_every", "batch_size", "d_model", "n_layers", "n_heads"):
             if getattr(self, k) < 1:
                 raise ConfigError(f"{k}={getattr(self, k)}; it must be at least 1")

@@ -12,7 +12,7 @@ from .settings import load_settings, UserError
 from .provenance import atomic_write
 from .registry import (ARTIFACTS, DEFAULT_ARTIFACTS, KINDS, SCALE_SPECS, Run, artifact_runs, is_done, plan, run_dir,
                                  scale_spec)
-from .executors import Checkpointable, distributed_env, make_executor
+from .executors import Checkpointable, check_executor, distributed_env, make_executor
 
 # %% auto #0
 __all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'EXPERIMENTS', 'lm_macs_per_token', 'measured_throughput', 'estimate_seconds',
@@ -316,6 +316,9 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
     """Run what `artifacts` need at `scale` (reusing finished runs) through `executor` (default: the `executor`
     setting), then execute the artifact notebooks."""
     st = load_settings()
+    executor = executor or st.executor
+    if not redraw:
+        check_executor(executor)             # before any work: a cluster that is not there is one line, not a traceback
     artifacts = list(artifacts or DEFAULT_ARTIFACTS)
     runs_dir, figures_dir = Path(runs_dir or st.runs_dir), Path(figures_dir or st.figures_dir)
     summaries = figures_dir / scale / "runs"
@@ -339,7 +342,6 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
         raise UserError(f"redraw: {len(todo)} of {len(runs)} runs have neither a result nor a summary in {summaries} "
                         f"(e.g. {todo[0].run_id}; summaries made on other data or code have other ids); "
                         "train them (redraw off)")
-    executor = executor or st.executor
     log(f"{scale}: {len(runs)} runs, {len(rep.cached)} already done, {len(todo)} to run with {jobs} job(s) ({executor})")
     t0 = time.time()
     prepare_data(todo)

@@ -10,8 +10,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['SETTINGS_FILE', 'SCALES', 'SETTING_KEYS', 'UserError', 'SettingsError', 'ConfigError', 'check_choice', 'project_root',
-           'Settings', 'load_settings', 'resolve_device']
+__all__ = ['SETTINGS_FILE', 'SCALES', 'SETTING_KEYS', 'UserError', 'SettingsError', 'ConfigError', 'check_choice', 'check_number',
+           'config_from_parameters', 'check_fields', 'project_root', 'Settings', 'load_settings', 'resolve_device']
 
 # %% ../nbs/10_settings.ipynb #03a64bcc
 SETTINGS_FILE = "settings.ini"
@@ -33,6 +33,64 @@ def check_choice(kind: str, value, valid, field: str | None = None) -> None:
     "A one-line ConfigError unless `value` is one of `valid`."
     if value not in valid:
         raise ConfigError(f"unknown {kind} {value!r}; valid: {', '.join(map(str, valid))}", field)
+
+def check_number(field: str, value, low=None, *, above=None, high=None, integer: bool = False) -> None:
+    """A config field's number, refused in one line naming the field, the value and what would be right unless it
+    is a finite number (a whole one if `integer`) with `low` <= value (`above` < value) and value <= `high`.
+    None (a field left to its default) passes."""
+    import math
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{field}={value!r}: give a number", field)
+    if integer and not float(value).is_integer():
+        raise ConfigError(f"{field}={value}: give a whole number", field)
+    if not math.isfinite(value):
+        raise ConfigError(f"{field}={value}: give a finite number", field)
+    if low is not None and value < low:
+        raise ConfigError(f"{field}={value}; it must be at least {low}" if integer else f"{field}={value}; it must be >= {low}", field)
+    if above is not None and not value > above:
+        raise ConfigError(f"{field}={value}; it must be > {above}", field)
+    if high is not None and value > high:
+        raise ConfigError(f"{field}={value}; it must be at most {high}", field)
+
+def config_from_parameters(cls, config: dict, names: dict | None = None):
+    """`cls(**config)` for a notebook's `config` parameter, refusing in one line what papermill lets through: a key
+    that is not a field of `cls` (with the valid ones), and a field given beside `config` instead of inside it
+    (`-p n_steps 2` makes a notebook variable `n_steps` that nothing reads). The fields' own checks do the rest."""
+    import dataclasses
+    valid = [f.name for f in dataclasses.fields(cls)]
+    if not isinstance(config, dict):
+        raise ConfigError(f"config={config!r}: give a dict of {cls.__name__} fields, e.g. -y '{{\"config\": {{...}}}}'", "config")
+    unknown = sorted(set(config) - set(valid))
+    if unknown:
+        raise ConfigError(f"unknown {cls.__name__} field(s) {', '.join(unknown)} in config; valid: {', '.join(valid)}", "config")
+    beside = sorted(k for k in (names or {}) if k in valid and not k.startswith("_"))
+    if beside:
+        raise ConfigError(f"{', '.join(beside)} given as notebook parameter(s); {cls.__name__} fields go inside config: "
+                          f"-y '{{\"config\": {{\"{beside[0]}\": ...}}}}'", "config")
+    return cls(**config)
+
+def check_fields(cfg) -> None:
+    """Every field of a config dataclass holds a value of its annotated kind (int, float, bool, str, a tuple of
+    numbers; None where the annotation allows it), and every number is finite: the checks every config shares."""
+    import math, dataclasses
+    for f in dataclasses.fields(cfg):
+        v, ann = getattr(cfg, f.name), str(f.type)
+        if v is None:
+            if "None" not in ann and f.default is not None:
+                raise ConfigError(f"{f.name}=None: give a value", f.name)
+            continue
+        kinds = [k.strip() for k in ann.split("|")]
+        base = kinds[0]
+        ok = {"int": isinstance(v, int) and not isinstance(v, bool), "bool": isinstance(v, bool),
+              "float": isinstance(v, (int, float)) and not isinstance(v, bool), "str": isinstance(v, str)}
+        if base in ok and not ok[base]:
+            what = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "a text"}[base]
+            raise ConfigError(f"{f.name}={v!r}: give {what}", f.name)
+        for x in (v if isinstance(v, (tuple, list)) else [v]):
+            if isinstance(x, float) and not math.isfinite(x):
+                raise ConfigError(f"{f.name}={v}: give a finite number", f.name)
 
 def project_root(start: str | Path | None = None) -> Path:
     "The nearest folder at or above `start` (default: cwd, then the package folder) holding settings.ini."
@@ -101,6 +159,10 @@ def load_settings(root: str | Path | None = None) -> Settings:
         v = os.environ.get(f"COUPLED_QK_{k.upper()}")
         if v is not None:
             raw[k] = v
+    stray = sorted(k for k in os.environ if k.startswith("COUPLED_QK_") and k[11:].lower() not in SETTING_KEYS)
+    if stray:
+        raise SettingsError(f"unknown environment variable(s) {', '.join(stray)}; valid: "
+                            f"{', '.join('COUPLED_QK_' + k.upper() for k in SETTING_KEYS)}")
     unknown = sorted(set(raw) - set(SETTING_KEYS))
     if unknown:
         raise SettingsError(f"{f}: unknown setting(s) {', '.join(unknown)}; valid keys: {', '.join(SETTING_KEYS)}")

@@ -17,7 +17,7 @@ from .documents import SPLITS, DataError, data_dir, file_sha256
 from .corpora import CORPORA, Corpus, load_corpus, warn
 
 # %% auto #0
-__all__ = ['EOT', 'R50K_PATTERN', 'GPT2_VOCAB', 'TOKENIZERS', 'check_tokenizer', 'TextTokenizer', 'gpt2_tokenizer',
+__all__ = ['EOT', 'R50K_PATTERN', 'GPT2_VOCAB', 'TOKENIZERS', 'BPE_MAX', 'check_tokenizer', 'TextTokenizer', 'gpt2_tokenizer',
            'byte_tokenizer', 'bpe_tokenizer', 'get_tokenizer', 'token_cache', 'cache_mismatch', 'get_batch',
            'eval_batches', 'eval_tokens']
 
@@ -26,11 +26,16 @@ EOT = "<|endoftext|>"
 R50K_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 GPT2_VOCAB = 50257
 TOKENIZERS = ("gpt2", "bpe-N (e.g. bpe-8192)", "bytes")
+BPE_MAX = 65_536
 
 def check_tokenizer(name: str) -> None:
     "A one-line ConfigError unless `name` is gpt2, bytes or bpe-N."
-    if name in ("gpt2", "bytes") or re.fullmatch(r"bpe-\d+", name):
+    m = re.fullmatch(r"bpe-(\d+)", name)
+    if name in ("gpt2", "bytes") or (m and 258 <= int(m.group(1)) <= BPE_MAX):
         return
+    if m:
+        raise ConfigError(f"tokenizer={name}: a byte-level BPE has 258 to {BPE_MAX:,} tokens (256 bytes, end-of-text, "
+                          "merges; token ids are stored as 16 bits); e.g. bpe-8192", "tokenizer")
     raise ConfigError(f"unknown tokenizer {name!r}; valid: gpt2, bytes, bpe-N (e.g. bpe-8192)", "tokenizer")
 
 @dataclass

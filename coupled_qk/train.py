@@ -19,7 +19,7 @@ from .documents import SPLITS, DataError
 from .embedded import source_versions
 from .corpora import load_corpus, known_fingerprint, prepare, check_corpus
 from .tokens import get_tokenizer, token_cache, eval_batches, check_tokenizer
-from .settings import resolve_device, ConfigError, check_choice
+from .settings import resolve_device, ConfigError, check_choice, check_fields, check_number
 from .runs import (OpenRun, open_run, config_hash, default_run_dir, finished_result, truncate_metrics, check_same_run, rng_state,
                              set_rng_state, save_checkpoint, load_checkpoint)
 from .optim import make_optimizer, cosine_lr
@@ -44,7 +44,7 @@ class TrainConfig:
     "Everything that defines one language-model training run."
     preset: str = "smoke"              # model shape: a key of PRESETS
     variant: str = "standard"          # attention variant: one of VARIANTS
-    corpus: str = "pydocs"
+    corpus: str = "pydocs"             # the text: an embedded or hub corpus, pydocs@VERSION, NAME=PATH or a path
     tokenizer: str | None = None       # None = the preset's (bytes at smoke, bpe-4096 at cpu, gpt2 at paper presets)
     seed: int = 0                      # one seed fixes the initial weights and the order of the batches
     # model overrides (None = the preset's value)
@@ -80,6 +80,7 @@ class TrainConfig:
     ckpt_every: int = 100              # steps between checkpoints
 
     def __post_init__(self):
+        check_fields(self)                   # kinds and finite numbers first: the checks below compare numbers
         check_choice("model preset", self.preset, tuple(PRESETS))
         check_choice("variant", self.variant, VARIANTS)
         check_choice("dtype", self.dtype, DTYPES)
@@ -94,17 +95,24 @@ class TrainConfig:
         if self.max_steps is None and self.max_tokens is None:
             budget = PRESET_BUDGETS.get(self.preset, dict(max_tokens=PAPER_TOKENS))
             self.max_steps, self.max_tokens = budget.get("max_steps"), budget.get("max_tokens")
-        for k in ("batch_size", "grad_accum", "log_every", "ckpt_every", "max_steps", "max_tokens", "eval_batches"):
-            v = getattr(self, k)
-            if v is not None and v < 1:
-                raise ConfigError(f"{k}={v}; it must be at least 1")
-        for k in ("warmup_steps", "eval_every", "weight_decay", "grad_clip", "seed"):
-            if getattr(self, k) < 0:
-                raise ConfigError(f"{k}={getattr(self, k)}; it must be >= 0")
-        if not self.lr > 0:
-            raise ConfigError(f"lr={self.lr}; it must be > 0")
+        for k in ("batch_size", "grad_accum", "log_every", "ckpt_every", "max_steps", "max_tokens", "eval_batches",
+                  "n_steps", "d_model", "n_layers", "n_heads", "seq_len"):
+            check_number(k, getattr(self, k), 1, integer=True)
+        for k in ("warmup_steps", "eval_every", "seed"):
+            check_number(k, getattr(self, k), 0, integer=True)
+        for k in ("weight_decay", "grad_clip", "dt_init", "min_lr"):
+            check_number(k, getattr(self, k), 0)
+        check_number("lr", self.lr, above=0)
+        check_number("subln_gain", self.subln_gain, above=0)
+        check_number("dropout", self.dropout, 0, high=0.99)
         if self.min_lr is None:
             self.min_lr = self.lr / 10
+        if self.min_lr > self.lr:
+            raise ConfigError(f"min_lr={self.min_lr} is above lr={self.lr}; the schedule decays from lr to min_lr", "min_lr")
+        per_step = self.batch_size * self.grad_accum * self.block_size
+        if self.max_tokens is not None and self.max_tokens < per_step:
+            raise ConfigError(f"max_tokens={self.max_tokens} is less than one optimiser step (batch_size × grad_accum × "
+                              f"seq_len = {per_step:,} tokens); give max_tokens={per_step} or more", "max_tokens")
         try:
             self.model_config(vocab_size=8)                    # shape errors now, not after loading data
         except ValueError as e:
@@ -182,12 +190,18 @@ def _say(msg: str, quiet: bool, d: Dist) -> None:
     if not quiet and d.main:
         print(msg, flush=True)
 
-def check_split_sizes(tokens: dict, seq_len: int, corpus: str) -> None:
-    "Every split must hold one window of seq_len + 1 tokens; say which does not, and what would fit."
+def check_split_sizes(tokens: dict, seq_len: int, corpus: str, batch_size: int = 1) -> None:
+    """Every split must hold one window of seq_len + 1 tokens, and the training and validation splits one batch of
+    windows (a batch larger than its split would repeat it within a step); say which does not, and what would fit."""
     for s in SPLITS:
         if len(tokens[s]) < seq_len + 1:
             raise DataError(f"{corpus}: the {s} split has {len(tokens[s]):,} tokens, fewer than seq_len + 1 = "
                             f"{seq_len + 1}; set seq_len={max(1, len(tokens[s]) - 1)} or less, or use a larger corpus")
+    for s in ("train", "validation"):
+        if batch_size * seq_len > len(tokens[s]):
+            raise DataError(f"{corpus}: a batch of batch_size={batch_size} windows of seq_len={seq_len} is "
+                            f"{batch_size * seq_len:,} tokens, more than the whole {s} split ({len(tokens[s]):,}); set "
+                            f"batch_size={max(1, len(tokens[s]) // seq_len)} or less, or use a larger corpus")
 
 def _checkpoint(out: Path, chash: str, device) -> dict | None:
     "The checkpoint to resume from (checked to be this run's), or None."
@@ -212,7 +226,7 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = Tr
     if resume:
         _checkpoint(out, chash, device)
     corpus, tok, tokens = _load_tokens(cfg)
-    check_split_sizes(tokens, cfg.block_size, cfg.corpus)
+    check_split_sizes(tokens, cfg.block_size, cfg.corpus, cfg.batch_size)
     with open_run("lm", cfg, out, wait=wait, resume=resume, device=device, world_size=d.world_size,
                   main=d.main) as run:
         if run.result is not None:          # finished by another process while this one waited

@@ -104,7 +104,7 @@ CASES = [
     ("settings-unknown-key", _settings("[coupled_qk]\ndata_dri = x\n"), {}, "valid keys"),
     ("settings-scale", _settings("[coupled_qk]\ndefault_scale = huge\n"), {}, "valid: smoke, cpu, paper"),
     ("mqar-task", ["mqar", "--task", "trivial"], {}, "valid: easy, medium, hard"),
-    ("mqar-lrs", ["mqar", "--lrs", "-1"], {}, "positive learning rates"),
+    ("mqar-lrs", ["mqar", "--lrs", "-1"], {}, "positive, finite learning rates"),
     ("mqar-heads", ["mqar", "--n-heads", "3"], {}, "divisible"),
     ("glue-task", ["glue", "--task", "cola", "--init", "scratch"], {}, "valid: sst2, mnli, qnli"),
     ("glue-needs-run", ["glue", "--task", "sst2"], {}, "needs --run DIR"),
@@ -115,10 +115,40 @@ CASES = [
     ("reproduce-artifact", ["reproduce", "table9"], {}, "valid: main_table"),
     ("reproduce-scale", ["reproduce", "--scale", "huge"], {}, "valid: smoke, cpu, paper"),
     ("reproduce-jobs", ["reproduce", "--jobs", "0"], {}, "give 1 or more"),
-    ("reproduce-budget", ["reproduce", "--budget", "-1"], {}, "positive multiplier"),
+    ("reproduce-budget", ["reproduce", "--budget", "-1"], {}, "positive, finite multiplier"),
     ("bench-shape", ["bench", "--shapes", "nosuch"], {}, "valid: smoke, cpu"),
     ("bench-bf16-on-cpu", ["bench", "--shapes", "cpu", "--modes", "bf16"], {}, "measured on CUDA only"),
     ("reproduce-redraw-nothing", ["reproduce", "steps", "--scale", "smoke", "--redraw"], {}, "--redraw"),
+    # numbers outside their domain, field by field
+    ("dt-init-nan", ["train", *SMOKE, "--variant", "hamiltonian", "--dt-init", "nan", "--max-steps", "1"], {},
+     "--dt-init nan: give a finite number"),
+    ("dt-init-negative", ["train", *SMOKE, "--dt-init", "-0.1", "--max-steps", "1"], {}, "--dt-init -0.1; it must be >= 0"),
+    ("seq-len-zero", ["train", *SMOKE, "--seq-len", "0", "--max-steps", "1"], {}, "--seq-len 0; it must be at least 1"),
+    ("d-model-zero", ["train", *SMOKE, "--d-model", "0", "--max-steps", "1"], {}, "--d-model 0; it must be at least 1"),
+    ("odd-head-dim-rope", ["train", *SMOKE, "--d-model", "66", "--n-heads", "2", "--max-steps", "1"], {},
+     "need an even head dim"),
+    ("lr-inf", ["train", *SMOKE, "--lr", "inf", "--max-steps", "1"], {}, "--lr inf: give a finite number"),
+    ("min-lr-above-lr", ["train", *SMOKE, "--lr", "1e-3", "--min-lr", "1e-2", "--max-steps", "1"], {}, "above --lr"),
+    ("dropout-one", ["train", *SMOKE, "--dropout", "1", "--max-steps", "1"], {}, "--dropout 1.0; it must be at most"),
+    ("mqar-warmup", ["mqar", "--warmup-frac", "2"], {}, "--warmup-frac 2.0"),
+    ("mqar-dt-nan", ["mqar", "--variant", "hamiltonian", "--dt-init", "nan"], {}, "--dt-init nan: give a finite number"),
+    ("mqar-lrs-nan", ["mqar", "--lrs", "nan"], {}, "--lrs [nan]: give a finite number"),
+    ("glue-lr-nan", ["glue", "--task", "sst2", "--init", "scratch", "--lr", "nan"], {}, "--lr nan: give a finite"),
+    ("glue-warmup", ["glue", "--task", "sst2", "--init", "scratch", "--warmup-frac", "1.5"], {}, "--warmup-frac 1.5"),
+    ("reproduce-budget-inf", ["reproduce", "--budget", "inf"], {}, "positive, finite multiplier"),
+    ("reproduce-budget-nan", ["reproduce", "--budget", "nan"], {}, "positive, finite multiplier"),
+    # sizes that cannot work
+    ("bpe-too-large", ["train", *SMOKE, "--tokenizer", "bpe-10000000", "--max-steps", "1"], {}, "258 to 65,536 tokens"),
+    ("max-tokens-under-a-batch", ["train", *SMOKE, "--max-tokens", "10"], {}, "less than one optimiser step"),
+    ("batch-larger-than-split", ["train", *SMOKE, "--batch-size", "200000", "--max-steps", "1"], {},
+     "more than the whole"),
+    # settings
+    ("misspelled-variable", ["train", *SMOKE, "--max-steps", "1"], {"COUPLED_QK_DEVCE": "cuda"},
+     "unknown environment variable(s) COUPLED_QK_DEVCE"),
+    ("slurm-setting", ["reproduce", "steps", "--scale", "smoke", "--executor", "slurm"], {"COUPLED_QK_SLURM_MEM_GB": "lots"},
+     "slurm_mem_gb='lots'"),
+    ("executor-choice", ["reproduce", "--executor", "sge"], {}, "invalid choice: 'sge'"),
+    ("no-slurm-here", ["reproduce", "steps", "--scale", "smoke", "--executor", "slurm"], {}, "this machine has no Slurm"),
 ]
 
 
@@ -150,7 +180,68 @@ def test_bad_input_is_one_line(case, tmp_path, monkeypatch):
 
 
 def test_the_table_is_long_enough():
-    assert len(CASES) >= 30
+    assert len(CASES) >= 60
+
+
+@pytest.mark.parametrize("params, needle", [
+    ({"config": {"preset": "smoke", "max_steps": "abc"}}, "max_steps='abc': give a whole number"),
+    ({"config": {"preset": "smoke", "max_stpes": 2}}, "unknown TrainConfig field(s) max_stpes in config"),
+    ({"config": {"preset": "smoke", "max_steps": 2}, "n_steps": "abc"}, "n_steps given as notebook parameter(s)"),
+], ids=["wrong-type", "unknown-field", "field-beside-config"])
+def test_experiment_notebook_parameters_are_checked(params, needle, tmp_path):
+    "papermill parameters of the wrong type or name fail in the notebook's first config cell, in one line."
+    import papermill as pm
+    with pytest.raises(pm.PapermillExecutionError) as e:
+        pm.execute_notebook(str(ROOT / "nbs" / "experiments" / "lm.ipynb"), str(tmp_path / "out.ipynb"),
+                            parameters=dict(params, out_dir=str(tmp_path / "run")), cwd=str(ROOT / "nbs"),
+                            progress_bar=False, kernel_name="python3")
+    assert e.value.ename == "ConfigError" and needle in e.value.evalue and "\n" not in e.value.evalue, e.value.evalue
+    assert not (tmp_path / "run").exists()
+
+
+def _wikitext_fixture(folder: Path, splits=("valid", "test"), crlf=True, bom=True):
+    "A WikiText-layout folder: ` = Title = ` headings, space-only lines between paragraphs, <unk>, CRLF, a BOM."
+    import random
+    rng = random.Random(0)
+    words = "the of and in to a was is for on as by with <unk> at from his an were are which".split()
+    folder.mkdir(parents=True)
+    for split in splits:
+        lines = []
+        for i in range(120):
+            lines += [" ", f" = Article {i} = ", " "]
+            for _ in range(3):
+                lines += [" " + " ".join(rng.choice(words) for _ in range(40)) + " . ", " "]
+        nl = "\r\n" if crlf else "\n"
+        (folder / f"wiki.{split}.tokens").write_text(("\ufeff" if bom else "") + nl.join(lines) + nl, encoding="utf-8",
+                                                     newline="")
+    return folder
+
+
+def test_wikitext_and_ptb_layouts_train_through_every_entry_point(tmp_path, monkeypatch, capsys):
+    """A WikiText-2 valid/test folder (space-only lines, <unk>, CRLF, BOM) is read the same way by `data prepare
+    PATH` and `train --corpus PATH`: paragraphs are documents (whitespace-only lines are blank in the mode choice and
+    in the split alike), and the byte-order mark is gone. A PTB-layout file (a sentence a line, no blank line) has
+    one document per line; a JSON-lines file whose rows lack the text field says how many it left out."""
+    from coupled_qk.cli import main
+    from coupled_qk.corpora import load_corpus
+    monkeypatch.setenv("COUPLED_QK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("COUPLED_QK_RUNS_DIR", str(tmp_path / "runs"))
+    wt = _wikitext_fixture(tmp_path / "wikitext-2")
+    assert main(["data", "prepare", str(wt)]) == 0
+    assert main(["train", "--corpus", str(wt), "--max-steps", "2", "--batch-size", "4", "--quiet"]) == 0
+    c = load_corpus(str(wt))
+    docs = [d for s in ("train", "validation", "test") for d in c[s]]
+    assert len(docs) > 500 and not any("\ufeff" in d or "\r" in d for d in docs)
+    assert any(d.strip().startswith("= Article") for d in docs)
+    ptb = tmp_path / "ptb.train.txt"
+    ptb.write_text("\n".join(f" the <unk> sentence number {i} of a treebank " for i in range(900)) + "\n")
+    assert len([d for s in ("train", "validation", "test") for d in load_corpus(f"ptb={ptb}")[s]]) == 900
+    j = tmp_path / "half.jsonl"
+    j.write_text("".join(('{"text": "row %d has text"}\n' % i) if i % 2 else ('{"title": "row %d"}\n' % i) for i in range(800)))
+    capsys.readouterr()
+    load_corpus(f"half={j}")
+    err = capsys.readouterr().err
+    assert "400 of 800 rows have no 'text' field and were left out" in err, err
 
 
 def test_corrupt_token_cache_is_rebuilt_not_trusted(tmp_path, monkeypatch, capsys):
