@@ -5,7 +5,7 @@ named by it, one writer at a time, the metrics it logs, and checkpoints that res
 
 # %% ../nbs/05a_runs.ipynb #7a0e0003
 from __future__ import annotations
-import contextlib, dataclasses, hashlib, json, pickle, random, zipfile
+import contextlib, dataclasses, hashlib, json, pickle, random, shutil, zipfile
 from dataclasses import asdict
 from pathlib import Path
 import numpy as np
@@ -190,10 +190,17 @@ def open_run(kind: str, cfg, out_dir: Path | str | None = None, *, wait: bool = 
     chash = config_hash(cfg)
     if resume:
         finished_result(out, chash)                   # another run's folder is refused before anything is made
-    with run_lock(out, wait) if main else contextlib.nullcontext(out):
-        done = finished_result(out, chash) if resume else None   # again, under the lock: it is authoritative
-        run = OpenRun(out, kind, chash, device, done, main)
-        if done is None and main:
-            atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash,
-                                                              world_size=world_size), indent=1))
-        yield run
+    created = not out.exists()
+    try:
+        with run_lock(out, wait) if main else contextlib.nullcontext(out):
+            done = finished_result(out, chash) if resume else None   # again, under the lock: it is authoritative
+            run = OpenRun(out, kind, chash, device, done, main)
+            if done is None and main:
+                atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash,
+                                                                  world_size=world_size), indent=1))
+            yield run
+    except BaseException:
+        # a run refused or stopped before it wrote anything (its data, its checkpoint to start from) leaves nothing
+        if created and main and not any((out / f).exists() for f in ("ckpt.pt", "metrics.jsonl", "result.json")):
+            shutil.rmtree(out, ignore_errors=True)
+        raise

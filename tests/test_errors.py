@@ -62,6 +62,17 @@ def _tiny_corpus(ws):
     return ["data", "prepare", f"tiny={f}"]
 
 
+def _lm_without_checkpoint(ws):
+    "A language-model run folder with its config and no checkpoint: a GLUE run cannot start from it."
+    import json
+    from coupled_qk.train import TrainConfig
+    from dataclasses import asdict
+    lm = ws / "lm-run"
+    lm.mkdir()
+    (lm / "config.json").write_text(json.dumps(dict(config=asdict(TrainConfig(max_steps=1)))))
+    return ["glue", "--task", "sst2", "--run", str(lm), "--max-train", "8", "--out", str(ws / "runs" / "g")]
+
+
 def _file_as_folder(ws):
     (ws / "afile").write_text("not a folder")
     return ["train", *SMOKE, "--max-steps", "1", "--out", str(ws / "afile" / "run")]
@@ -148,6 +159,8 @@ CASES = [
     ("slurm-setting", ["reproduce", "steps", "--scale", "smoke", "--executor", "slurm"], {"COUPLED_QK_SLURM_MEM_GB": "lots"},
      "slurm_mem_gb='lots'"),
     ("executor-choice", ["reproduce", "--executor", "sge"], {}, "invalid choice: 'sge'"),
+    ("glue-from-run-without-checkpoint", _lm_without_checkpoint, {"COUPLED_QK_LOCAL_GLUE": str(ROOT / "no-glue")},
+     "does not exist"),
     ("no-slurm-here", ["reproduce", "steps", "--scale", "smoke", "--executor", "slurm"], {}, "this machine has no Slurm"),
 ]
 
