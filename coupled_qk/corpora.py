@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .settings import load_settings, ConfigError
+from .settings import load_settings, ConfigError, writable_dir
 from .provenance import atomic_write
 from .documents import (SPLITS, TEXT_COLUMNS, DataError, data_dir, file_sha256, hash_split, fingerprint,
                                   check_splits, quiet_datasets, read_local_corpus, wikitext_articles, local_files)
@@ -196,7 +196,7 @@ def prepare(name: str, force: bool = False, log=None) -> dict:
     out = corpus_dir(name, src)
     if (out / "meta.json").is_file() and not force:
         return json.loads((out / "meta.json").read_text())
-    out.parent.mkdir(parents=True, exist_ok=True)
+    writable_dir(out.parent, "data_dir")
     with FileLock(str(out) + ".lock"):        # one builder per source; a second process waits, then reuses
         if (out / "meta.json").is_file() and not force:
             return json.loads((out / "meta.json").read_text())

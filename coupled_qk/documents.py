@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools, hashlib, json, re, sys
 from pathlib import Path
 
-from .settings import load_settings, UserError
+from .settings import load_settings, UserError, writable_dir
 
 # %% auto #0
 __all__ = ['SPLITS', 'TEXT_COLUMNS', 'DataError', 'doc_hash', 'split_of', 'hash_split', 'fingerprint', 'cap_docs',
@@ -106,9 +106,7 @@ def blank_line_documents(text: str) -> list[str]:
 # %% ../nbs/03a_documents.ipynb #45b222f8
 def data_dir() -> Path:
     "The `data_dir` setting (created on demand)."
-    d = load_settings().data_dir
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    return writable_dir(load_settings().data_dir, "data_dir")
 
 @functools.lru_cache(maxsize=4096)
 def file_sha256(path: str, size: int, mtime_ns: int) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json, os, statistics, time
 from dataclasses import dataclass, field
 from pathlib import Path
-from .settings import load_settings, UserError
+from .settings import load_settings, UserError, writable_dir
 from .provenance import atomic_write
 from .registry import (ARTIFACTS, DEFAULT_ARTIFACTS, KINDS, SCALE_SPECS, Run, artifact_runs, is_done, plan, run_dir,
                                  scale_spec)
@@ -322,6 +322,9 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
     artifacts = list(artifacts or DEFAULT_ARTIFACTS)
     runs_dir, figures_dir = Path(runs_dir or st.runs_dir), Path(figures_dir or st.figures_dir)
     summaries = figures_dir / scale / "runs"
+    writable_dir(figures_dir, "figures_dir")
+    if not redraw:
+        writable_dir(runs_dir, "runs_dir")
     rep = ReproReport(scale, artifacts, skipped=unavailable(artifacts, scale))
     for why in rep.skipped.values():
         log(why)

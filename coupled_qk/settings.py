@@ -11,7 +11,8 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['SETTINGS_FILE', 'SCALES', 'SETTING_KEYS', 'UserError', 'SettingsError', 'ConfigError', 'check_choice', 'check_number',
-           'config_from_parameters', 'check_fields', 'project_root', 'Settings', 'load_settings', 'resolve_device']
+           'config_from_parameters', 'check_fields', 'project_root', 'Settings', 'writable_dir', 'load_settings',
+           'resolve_device']
 
 # %% ../nbs/10_settings.ipynb #03a64bcc
 SETTINGS_FILE = "settings.ini"
@@ -140,6 +141,15 @@ SCALES = ("smoke", "cpu", "paper")
 SETTING_KEYS = tuple(f.name for f in fields(Settings) if f.name != "root")
 
 # %% ../nbs/10_settings.ipynb #ad3c4521
+def writable_dir(path: Path, setting: str) -> Path:
+    "Folder `path` (made if needed), chosen by `setting`; a folder that cannot be made names the setting to change."
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SettingsError(f"{setting} {path}: {e.strerror or type(e).__name__}; set {setting} in settings.ini (or "
+                            f"COUPLED_QK_{setting.upper()}) to a writable folder") from None
+    return Path(path)
+
 def load_settings(root: str | Path | None = None) -> Settings:
     "Read settings.ini at the project root; COUPLED_QK_<KEY> environment variables override it."
     root = project_root(root)

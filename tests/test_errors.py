@@ -161,6 +161,10 @@ CASES = [
     ("executor-choice", ["reproduce", "--executor", "sge"], {}, "invalid choice: 'sge'"),
     ("glue-from-run-without-checkpoint", _lm_without_checkpoint, {"COUPLED_QK_LOCAL_GLUE": str(ROOT / "no-glue")},
      "does not exist"),
+    ("data-dir-under-a-file", ["data", "prepare", "pydocs"], {"COUPLED_QK_DATA_DIR": str(ROOT / "README.md" / "data")},
+     "set data_dir in settings.ini"),
+    ("figures-dir-under-a-file", ["reproduce", "steps", "--scale", "smoke"],
+     {"COUPLED_QK_FIGURES_DIR": str(ROOT / "README.md" / "figures")}, "set figures_dir in settings.ini"),
     ("no-slurm-here", ["reproduce", "steps", "--scale", "smoke", "--executor", "slurm"], {}, "this machine has no Slurm"),
 ]
 
