@@ -26,7 +26,7 @@ from .attention import VARIANTS, CausalSelfAttention, DifferentialAttention
 from .integrators import CoupledDynamics
 from .invertible import InvertibleCoupling
 from .model import GPT, PRESETS, model_config, n_params
-from .settings import resolve_device
+from .settings import check_number, resolve_device
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,9 +64,13 @@ class BenchConfig:
                 raise ValueError(f"unknown {kind} {bad[0]!r}; valid: {', '.join(valid)}")
         if "standard" not in self.variants:
             raise ValueError("variants must include 'standard': every ratio is taken against it")
-        for k in ("repeats", "steps"):
-            if getattr(self, k) < 1:
-                raise ValueError(f"{k}={getattr(self, k)}; it must be at least 1")
+        for k in ("repeats", "steps", "n_steps"):
+            check_number(k, getattr(self, k), 1, integer=True)
+        for k in ("warmup", "seed"):
+            check_number(k, getattr(self, k), 0, integer=True)
+        for k in ("batch", "seq_len"):
+            for shape, v in getattr(self, k).items():
+                check_number(k, v, 1, integer=True)
 
 # (batch, sequence) per shape on CPU and on CUDA. CPU: the paper shape at sequence 256.
 DEFAULT_BATCH = {"cpu": {"smoke": 8, "cpu": 32, "paper-60m": 2, "paper-150m": 1, "paper-350m": 1},

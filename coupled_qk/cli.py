@@ -116,9 +116,9 @@ def run_command(prog: str, body, argv) -> int:
 # %% ../nbs/11_cli.ipynb #e0a6b1a2
 def data_main(argv: list[str] | None = None) -> int:
     "`coupled-qk data prepare NAME [NAME...] [--tokenizer TOK] [--force]` and `coupled-qk data list`."
-    from coupled_qk.corpora import CORPORA, MANIFEST, prepare, read_manifest
+    from coupled_qk.corpora import CORPORA, MANIFEST, check_corpus, prepare, read_manifest
     from coupled_qk.documents import SPLITS
-    from coupled_qk.tokens import TOKENIZERS, token_cache
+    from coupled_qk.tokens import TOKENIZERS, check_tokenizer, token_cache
     p = Parser(prog="coupled-qk data", description="Prepare and list corpora: `prepare` builds a corpus once per source "
                "(and its token caches), `list` shows what is known and what is prepared.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser, metavar="{prepare,list}",
@@ -142,6 +142,10 @@ def data_main(argv: list[str] | None = None) -> int:
             sz = " ".join(f"{s}={m['splits'][s]['docs']}docs/{m['splits'][s]['chars'] / 1e6:.2f}M" for s in SPLITS)
             print(f"  {n:12s} {m['kind']:8s} {m['fingerprint'][:12]}  {sz}")
         return 0
+    for tk in a.tokenizer:                   # every name checked before any corpus is built
+        check_tokenizer(tk)
+    for n in a.names:
+        check_corpus(n)
     for n in a.names:
         t = datetime.datetime.now()
         m = prepare(n, force=a.force)
@@ -267,12 +271,12 @@ def bench_main(argv: list[str] | None = None) -> int:
         modes = a.modes or (["eager", "bf16", "bf16+compile"] if dev.type == "cuda" else ["eager"])
         cfg = BenchConfig(shapes=a.shapes, variants=a.variants, modes=modes, repeats=a.repeats, warmup=a.warmup,
                           steps=a.steps, n_steps=a.n_steps, device=str(dev),
-                          batch={s: a.batch for s in a.shapes} if a.batch else {},
-                          seq_len={s: a.seq for s in a.shapes} if a.seq else {})
+                          batch={s: a.batch for s in a.shapes} if a.batch is not None else {},
+                          seq_len={s: a.seq for s in a.shapes} if a.seq is not None else {})
         if dev.type != "cuda" and any("bf16" in m for m in modes):
             raise ValueError("bf16 modes are measured on CUDA only; on this device use --modes eager (or compile)")
     except ValueError as e:
-        raise UsageError(field_flags(str(e), [f.name for f in fields(BenchConfig)])) from None
+        raise UsageError(field_flags(str(e), [f.name for f in fields(BenchConfig)]).replace("--seq-len", "--seq")) from None
     df = run_bench(cfg, progress=not a.quiet)
     summary = summarize(df)
     out = a.out or load_settings().figures_dir / "benchmark" / dev.type

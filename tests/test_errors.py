@@ -165,6 +165,9 @@ CASES = [
      "set data_dir in settings.ini"),
     ("figures-dir-under-a-file", ["reproduce", "steps", "--scale", "smoke"],
      {"COUPLED_QK_FIGURES_DIR": str(ROOT / "README.md" / "figures")}, "set figures_dir in settings.ini"),
+    ("bench-repeats", ["bench", "--shapes", "smoke", "--repeats", "0"], {}, "--repeats 0; it must be at least 1"),
+    ("bench-batch", ["bench", "--shapes", "smoke", "--batch", "0"], {}, "--batch 0; it must be at least 1"),
+    ("data-tokenizer-first", ["data", "prepare", "pydocs", "--tokenizer", "bpe-5"], {}, "258 to 65,536 tokens"),
     ("no-slurm-here", ["reproduce", "steps", "--scale", "smoke", "--executor", "slurm"], {}, "this machine has no Slurm"),
 ]
 
