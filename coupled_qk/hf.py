@@ -142,7 +142,12 @@ def _heads(attn: nn.Module) -> tuple[int, int]:
 
 def attention_layers(model: nn.Module) -> list[nn.Module]:
     "The model's self-attention modules of a supported class, coupled or not, in order."
-    return [m for m in model.modules() if isinstance(m, tuple(COUPLED_CLASSES)) and not getattr(m, "is_cross_attention", False)]
+    found = [m for m in model.modules() if isinstance(m, tuple(COUPLED_CLASSES)) and not getattr(m, "is_cross_attention", False)]
+    odd = [type(m).__name__ for m in found if type(m) not in COUPLED_CLASSES and type(m) not in COUPLED_CLASSES.values()]
+    if odd:   # its forward may not be the one our subclass replaces: refuse rather than skip or guess
+        raise TypeError(f"{odd[0]} subclasses a supported attention class with a forward of its own; add_coupling "
+                        f"patches {', '.join(c.__name__ for c in COUPLED_CLASSES)} exactly")
+    return found
 
 def add_coupling(model: nn.Module, variant: str = "hamiltonian", layers=None, **fields) -> nn.Module:
     """Add a per-head coupling of (q, k) to every self-attention layer of `model`, or those whose `layer_idx` is in
