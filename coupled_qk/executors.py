@@ -11,8 +11,8 @@ from .settings import load_settings, ConfigError, SettingsError, check_choice
 from .provenance import atomic_write
 
 # %% auto #0
-__all__ = ['EXECUTORS', 'slurm_parameters', 'LocalPool', 'SubmititPool', 'check_executor', 'make_executor', 'distributed_env',
-           'Checkpointable']
+__all__ = ['EXECUTORS', 'slurm_parameters', 'LocalPool', 'SubmititPool', 'JobHandle', 'check_executor', 'make_executor',
+           'distributed_env', 'Checkpointable']
 
 # %% ../nbs/09d_executors.ipynb #14ae590c
 EXECUTORS = ("local", "slurm", "submitit-local")
@@ -90,7 +90,7 @@ class SubmititPool:
     def _jobs(self) -> dict:
         return json.loads(self.jobs_file.read_text()) if self.jobs_file.is_file() else {}
     def running(self) -> dict:
-        "key -> Slurm job still pending or running from an earlier `reproduce` (Slurm only: local jobs end with it)."
+        "key -> handle of a Slurm job still pending or running from an earlier `reproduce` (local jobs end with it)."
         if self.name != "slurm":
             return {}
         import submitit
@@ -98,21 +98,22 @@ class SubmititPool:
         for key, jid in self._jobs().items():
             job = submitit.SlurmJob(folder=str(self.folder), job_id=jid)
             if job.state in ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING"):
-                out[key] = job
+                out[key] = JobHandle(job)
         return out
     def submit(self, call, key: str):
         job = self.ex.submit(call)
         jobs = self._jobs()
         jobs[key] = job.job_id
         atomic_write(self.jobs_file, json.dumps(jobs, indent=1))
-        return _JobHandle(job)
+        return JobHandle(job)
     def close(self) -> None:
         pass
 
-class _JobHandle:
-    "A submitit job seen as a future: done() and result() (the main task's result)."
+class JobHandle:
+    "A submitit job seen as a future: done() and result() (the main task's result), and its job id."
     def __init__(self, job):
         self.job = job
+        self.job_id = job.job_id
     def done(self) -> bool:
         return self.job.done()
     def result(self):

@@ -278,9 +278,8 @@ def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, ex
                     log(f"  skip {r.run_id} ({describe(r)}): a run it needs failed")
                     continue
                 if r.run_id in following:
-                    from coupled_qk.executors import _JobHandle
                     log(f"  following {r.run_id} ({describe(r)}): Slurm job {following[r.run_id].job_id}, submitted earlier")
-                    pending[_JobHandle(following[r.run_id])] = r
+                    pending[following[r.run_id]] = r
                     continue
                 out = run_dir(r, runs_dir)
                 call = RunCall(r.kind, r.run_id, typed_config(r, out, devices[i % jobs]), str(out))
