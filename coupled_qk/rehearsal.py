@@ -63,12 +63,15 @@ def hub_fixture(root: Path, docs: int = 300, seed: int = 0) -> dict[str, Path]:
             _parquet(glue / task / f"{split}-00000-of-00001.parquet", dict(cols, label=lab, idx=list(range(n))))
     return {"local_wikitext103": wiki, "local_pubmed": pubmed, "local_openwebtext": owt, "local_glue": glue}
 
+def _key(r: Run) -> tuple:
+    "What a run is, without its seed or budget."
+    return r.kind, json.dumps({k: v for k, v in r.config.items() if k not in IDENTITY_FREE}, sort_keys=True)
+
 def distinct_runs(runs: list[Run]) -> list[Run]:
     "One run per distinct configuration: runs that differ only in seed or budget are the same configuration."
     out = {}
     for r in runs:
-        key = (r.kind, json.dumps({k: v for k, v in r.config.items() if k not in IDENTITY_FREE}, sort_keys=True))
-        out.setdefault(key, r)
+        out.setdefault(_key(r), r)
     return list(out.values())
 
 def configuration(r: Run) -> str:
@@ -77,9 +80,6 @@ def configuration(r: Run) -> str:
     keys = ("preset", "variant", "corpus", "task", "init", "n_steps", "d_model", "n_layers", "subln_gain")
     return f"{r.kind} " + " ".join(str(c[k]) if k in ("preset", "variant", "corpus", "task", "init") else f"{k}={c[k]}"
                                    for k in keys if c.get(k) is not None)
-
-def _key(r: Run) -> str:
-    return json.dumps({k: v for k, v in r.config.items() if k not in IDENTITY_FREE}, sort_keys=True)
 
 def rehearsal_config(run: Run, exact: bool, lm_dirs: dict, glue_dir: Path):
     "The trainer's config that rehearses `run`: its exact model shape (unless not `exact`), 2 steps, a tiny batch."
