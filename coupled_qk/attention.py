@@ -90,13 +90,21 @@ class Rotary(nn.Module):
         self.register_buffer("inv_freq", base ** -(torch.arange(0, head_dim, 2).float() / head_dim), persistent=False)
         self._cache: dict = {}
 
+    def angles(self, T: int, device, dtype) -> tuple[Tensor, Tensor]:
+        "cos and sin of position × frequency, (T, d)."
+        t = torch.arange(T, device=device, dtype=torch.float32)
+        ang = torch.outer(t, self.inv_freq.to(device))
+        ang = torch.cat([ang, ang], -1)
+        return ang.cos().to(dtype), ang.sin().to(dtype)
+
     def cos_sin(self, T: int, device, dtype) -> tuple[Tensor, Tensor]:
+        # under torch.compile the angles are part of the graph (a few fused ops): a cache here would be a Python
+        # side effect that dynamo guards on, so each new cache entry would recompile
+        if torch.compiler.is_compiling():
+            return self.angles(T, device, dtype)
         key = (T, device, dtype)
         if key not in self._cache:
-            t = torch.arange(T, device=device, dtype=torch.float32)
-            ang = torch.outer(t, self.inv_freq.to(device))
-            ang = torch.cat([ang, ang], -1)
-            self._cache = {key: (ang.cos().to(dtype), ang.sin().to(dtype))}
+            self._cache = {key: self.angles(T, device, dtype)}
         return self._cache[key]
 
     def forward(self, x: Tensor) -> Tensor:

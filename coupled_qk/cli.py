@@ -298,6 +298,9 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     p.add_argument("--executor", default=None, choices=EXECUTORS,
                    help="where runs execute: local worker processes, Slurm jobs through submitit, or submitit's local "
                         "executor (the Slurm path on this machine); default: the executor setting")
+    p.add_argument("--compile", action="store_true",
+                   help="train the LM runs under torch.compile (the same run ids: compiling is how a run executes, not "
+                        "what it computes); at the cpu scale eager is as fast (see the README's benchmark)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated cost; run nothing")
     p.add_argument("--redraw", action="store_true", help="train nothing: redraw from the committed run summaries")
     p.add_argument("--rehearse", nargs="?", const="exact", default=None, choices=("exact", "small"),
@@ -332,7 +335,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         return 0
     t = time.time()
     logging.getLogger("papermill").setLevel(logging.ERROR)    # its per-cell chatter is not for the user
-    rep = reproduce(artifacts, scale, a.jobs, a.budget, a.redraw, executor=a.executor)
+    rep = reproduce(artifacts, scale, a.jobs, a.budget, a.redraw, executor=a.executor, compile=a.compile)
     over = f"; overhead {rep.overhead_median:.1f} s/run (median)" if rep.overheads else ""
     print(f"{scale}: executed {len(rep.executed)} runs, reused {len(rep.cached)}; training {rep.train_seconds / 60:.1f} min, "
           f"artifacts {rep.artifact_seconds / 60:.1f} min, total {(time.time() - t) / 60:.1f} min{over}")

@@ -64,6 +64,8 @@ class ScaleSpec:
     glue_tasks: tuple = ("sst2", "mnli", "qnli")
     drift_corpus: str | None = None   # the main corpus at another source version (a point release); None: not here
     differential: dict = field(default_factory=dict)   # TrainConfig fields of the differential variants' LM runs only
+    sweep: dict = field(default_factory=dict)   # lr_sweep: lrs, dt_inits, seeds, and `chosen` (variant -> its values)
+    tuned: dict = field(default_factory=dict)   # variant -> the TrainConfig fields every LM run of it uses (lr, dt_init)
     note: str = ""
 
 PAPER_CORPORA = ("wikitext103", "pubmed", "openwebtext")
@@ -78,6 +80,7 @@ SCALE_SPECS = {
         mqar=dict(vocab_size=64, n_test=64, steps=20, eval_every=10, batch_size=16, lrs=(3e-3,), d_model=32),
         mqar_tasks=("easy",),
         glue=dict(max_train=64, max_eval=64, epochs=1, batch_size=16),
+        sweep=dict(lrs=(3e-3, 6e-3), dt_inits=(0.1, 0.2), seeds=(100,), chosen={}),
         note="every code path, seconds per run; numbers mean nothing"),
     "cpu": ScaleSpec(
         # a small, fast model (d 64, 2 layers, 2 heads of 32, bpe-1024) trained 4x the first release's 655k tokens
@@ -96,6 +99,9 @@ SCALE_SPECS = {
         glue=dict(max_train=2000, max_eval=872, epochs=2, batch_size=32),
         drift_corpus="pydocs@3.11.2-6+deb12u9",    # the point release after the pinned deb12u8
         differential=dict(subln_gain=0.1),         # at this width the reference's gain 1 starts ~10x too loud (attention chapter)
+        # lrs spaced x2 around the first release's 3e-3, which the curves showed starved; selection seeds 100, 101
+        # (the evaluation seeds are 0-4). `chosen` is what the lr_sweep artifact selected (its chosen.csv checks it).
+        sweep=dict(lrs=(3e-3, 6e-3, 1.2e-2, 2.4e-2), dt_inits=(0.05, 0.1, 0.2), seeds=(100, 101), chosen={}),
         note="real small-scale results on a 2-core laptop"),
     "paper": ScaleSpec(
         name="paper", preset="paper-60m", tokenizer="gpt2",
@@ -107,6 +113,7 @@ SCALE_SPECS = {
                   lrs=(1e-4, 3e-4, 1e-3, 3e-3), d_model=128),
         mqar_tasks=("easy", "medium", "hard"),
         glue=dict(max_train=None, max_eval=None, epochs=3, batch_size=32),
+        sweep=dict(lrs=(1.5e-4, 3e-4, 6e-4, 1.2e-3), dt_inits=(0.05, 0.1, 0.2), seeds=(100,), chosen={}),
         note="the paper's 60M/150M/350M on WikiText-103, PubMed, OpenWebText and GLUE; GPUs"),
 }
 
@@ -118,9 +125,11 @@ def scale_spec(scale: str) -> ScaleSpec:
 # %% ../nbs/09a_registry.ipynb #5310da13
 def lm_run(s: ScaleSpec, variant: str, seed: int, corpus: str = "wikitext103", preset: str | None = None,
            budget: float = 1.0, tokens_mult: float = 1.0, tags: dict | None = None, **overrides) -> Run:
-    "An LM run at scale `s`; `corpus` is the paper's corpus name, mapped to this scale's stand-in (other names as given)."
+    """An LM run at scale `s`; `corpus` is the paper's corpus name, mapped to this scale's stand-in (other names as
+    given). The variant's tuned values (`s.tuned`) apply unless `overrides` set them."""
     from coupled_qk.attention import ATTENTION, DifferentialAttention
-    lm = {**s.lm, **(s.differential if ATTENTION[variant] is DifferentialAttention else {}), **overrides}
+    lm = {**s.lm, **(s.differential if ATTENTION[variant] is DifferentialAttention else {}), **s.tuned.get(variant, {}),
+          **overrides}
     per_step = lm["batch_size"] * lm.get("grad_accum", 1) * lm.get("seq_len", _seq_len(preset or s.preset))
     steps = max(1, round(s.lm_tokens * budget * tokens_mult / per_step))
     cfg = dict(preset=preset or s.preset, variant=variant, corpus=s.corpora.get(corpus, corpus), tokenizer=s.tokenizer,
@@ -192,6 +201,18 @@ def _glue(s, b):
         init = lm_run(s, v, s.seeds[0], budget=b)
         runs += [init] + [glue_run(s, t, init, v) for t in s.glue_tasks]
     return runs + [glue_run(s, t, None, "standard") for t in s.glue_tasks]
+def _lr_sweep(s, b):
+    """Learning-rate selection, on the selection seeds (no other artifact uses them). Stage 1: every variant at each
+    of the sweep's lrs, Δt init at its default. Stage 2: each variant with dynamics at each Δt init, at the lr that
+    stage 1 chose (`sweep['chosen']`; until it has chosen, the scale's lr)."""
+    from coupled_qk.attention import COUPLED, AttentionConfig
+    sw, default_dt = s.sweep, AttentionConfig().dt_init
+    lr_stage = [lm_run(s, v, seed, budget=b, tags=dict(stage="lr"), lr=lr, dt_init=None)
+                for v in MAIN for lr in sw["lrs"] for seed in sw["seeds"]]
+    dt_stage = [lm_run(s, v, seed, budget=b, tags=dict(stage="dt"), lr=sw["chosen"].get(v, {}).get("lr", s.lm["lr"]),
+                       dt_init=None if dt == default_dt else dt)
+                for v in MAIN if v in COUPLED for dt in sw["dt_inits"] for seed in sw["seeds"]]
+    return lr_stage + dt_stage
 def _analysis(s, b): return [lm_run(s, v, s.seeds[0], budget=b) for v in ABLATION]
 def _drift(s, b):
     "The main comparison on the pinned text and, at the same seeds, on the next point release's text."
@@ -224,6 +245,8 @@ ARTIFACTS = {a.name: a for a in (
     Artifact("stability", "Training stability across seeds", "paper/09_stability.ipynb", _ablation),
     Artifact("analysis", "Analysis: entropy, spectral gap, learned Δt, trajectories", "paper/10_analysis.ipynb", _analysis),
     Artifact("claims", "Claims: every claim of the paper, with n, CI, paired p, MDE and a verdict", "paper/11_claims.ipynb", _claims),
+    Artifact("lr_sweep", "Learning-rate and Δt selection, on the selection seeds", "paper/00_lr_sweep.ipynb", _lr_sweep,
+             default=False),
     Artifact("drift", "Corpus drift: the main comparison on two Debian point releases of its text", "paper/12_drift.ipynb",
              _drift, default=False),
 )}

@@ -74,10 +74,11 @@ EXPERIMENTS = {k: f"experiments/{k}.ipynb" for k in KINDS}     # the same traine
 def nbs_dir() -> Path:
     return load_settings().root / "nbs"
 
-def experiment_config(run: Run, out: Path, device: str | None = None) -> dict:
+def experiment_config(run: Run, out: Path, device: str | None = None, compile: bool = False) -> dict:
     """The config fields of `run` as its trainer takes them: the run's config, with execution fields (device,
-    GLUE's data folder) and, for a GLUE run, its LM run's folder in place of its id."""
-    config = dict(run.config, **({"device": device} if device else {}))
+    `compile` for an LM run, GLUE's data folder) and, for a GLUE run, its LM run's folder in place of its id.
+    Execution fields are not part of a run's identity: a compiled run has the eager run's id."""
+    config = dict(run.config, **({"device": device} if device else {}), **({"compile": True} if compile and run.kind == "lm" else {}))
     lm = config.pop("lm_run", None)
     if lm:
         config["run"] = str(out.parent.parent / "lm" / lm)
@@ -85,12 +86,12 @@ def experiment_config(run: Run, out: Path, device: str | None = None) -> dict:
         config["glue_dir"] = str(glue_dir_for())
     return config
 
-def typed_config(run: Run, out: Path, device: str | None = None):
+def typed_config(run: Run, out: Path, device: str | None = None, compile: bool = False):
     "The trainer's config dataclass of `run` (validated when made)."
     from coupled_qk.train import TrainConfig
     from coupled_qk.mqar_train import MQARTrainConfig
     from coupled_qk.glue import GlueConfig
-    return {"lm": TrainConfig, "mqar": MQARTrainConfig, "glue": GlueConfig}[run.kind](**experiment_config(run, out, device))
+    return {"lm": TrainConfig, "mqar": MQARTrainConfig, "glue": GlueConfig}[run.kind](**experiment_config(run, out, device, compile))
 
 def trainer(kind: str):
     "The trainer function of a run kind: (config, out_dir, quiet=...) -> result."
@@ -259,11 +260,15 @@ class _Progress:
         took = f" in {seconds:.0f} s (overhead {overhead:.1f} s)" if seconds is not None else ""
         self.log(f"  [{self.k}/{self.n}] {what} {describe(run)}{took}; ETA {eta / 60:.1f} min")
 
-def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, executor: str, rep: ReproReport, log) -> None:
+def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, executor: str, rep: ReproReport, log,
+                 compile: bool = False) -> None:
     """Execute `todo` through `executor`, runs without dependencies first, then the ones that need them; write each
-    finished run's summary. A failed run is one line naming it and its error; the others go on."""
+    finished run's summary. A failed run is one line naming it and its error; the others go on. `compile`: LM runs
+    train under torch.compile, with inductor's cache in `runs_dir/inductor-cache`, kept warm across runs and calls."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))   # workers inherit it; one share of the cores each
+    if compile:
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(runs_dir).resolve() / "inductor-cache"))
     devices = _devices(jobs)
     done_ids = set(rep.cached)
     progress = _Progress(todo, jobs, log)
@@ -282,7 +287,7 @@ def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, ex
                     pending[following[r.run_id]] = r
                     continue
                 out = run_dir(r, runs_dir)
-                call = RunCall(r.kind, r.run_id, typed_config(r, out, devices[i % jobs]), str(out))
+                call = RunCall(r.kind, r.run_id, typed_config(r, out, devices[i % jobs], compile), str(out))
                 pending[pool.submit(call, r.run_id)] = r
             while pending:
                 ready = [h for h in pending if h.done()]
@@ -311,9 +316,9 @@ def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, ex
 
 def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float = 1.0, redraw: bool = False,
               runs_dir: Path | None = None, figures_dir: Path | None = None, log=print,
-              executor: str | None = None) -> ReproReport:
+              executor: str | None = None, compile: bool = False) -> ReproReport:
     """Run what `artifacts` need at `scale` (reusing finished runs) through `executor` (default: the `executor`
-    setting), then execute the artifact notebooks."""
+    setting), then execute the artifact notebooks. `compile`: train the LM runs under torch.compile."""
     st = load_settings()
     executor = executor or st.executor
     if not redraw:
@@ -348,7 +353,7 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
     t0 = time.time()
     prepare_data(todo)
     if todo:
-        execute_runs(todo, runs_dir, summaries, jobs, executor, rep, log)
+        execute_runs(todo, runs_dir, summaries, jobs, executor, rep, log, compile)
     rep.train_seconds = time.time() - t0
     if rep.failed:
         raise UserError(f"{len(rep.failed)} run(s) failed: {', '.join(rep.failed[:5])}; each one's error is above, its "

@@ -17,7 +17,7 @@ from scipy import optimize, stats, special
 __all__ = ['COMPARE_COLUMNS', 'PAIRED_COLUMNS', 'EQUIVALENCE_MARGIN_PCT', 'VERDICTS', 'describe', 'fmt_mean_std', 'welch',
            'hedges_j', 'effect_size', 'hedges_g', 'relative_change_ci', 'variance_ratio_test', 'holm',
            'comparison_groups', 'compare', 'mde', 'mean_test', 'paired_test', 'pair', 'compare_paired', 'verdict',
-           'tokens_to_target', 'tokens_to_target_ratio']
+           'tokens_to_target', 'tokens_to_target_ratio', 'choose_setting']
 
 # %% ../nbs/07_stats.ipynb #744a14f7
 def _clean(x) -> np.ndarray:
@@ -366,3 +366,19 @@ def tokens_to_target_ratio(curve_a, curve_b, target: float | None = None, lower_
     lower = float(np.nanmax(ta) / nb) if math.isnan(na) and np.isfinite(nb) and nb > 0 else math.nan
     return dict(target=target, tokens_a=na, tokens_b=nb, ratio=ratio, reached_a=not math.isnan(na),
                 lower_bound=lower)
+
+# %% ../nbs/07_stats.ipynb #5e1ec7a1
+def choose_setting(df: pd.DataFrame, setting: str, metric: str = "val_ppl", by: str = "variant") -> pd.DataFrame:
+    """Per `by`: the value of `setting` with the lowest mean `metric` (over seeds), whether it is bracketed (not at
+    an edge of that group's grid), the grid, the chosen mean and sd, n seeds, and the better neighbour's margin in %."""
+    rows = []
+    for key, g in df.groupby(by, sort=False):
+        m = g.groupby(setting)[metric].agg(["mean", "std", "count"]).sort_index()
+        grid = list(m.index)
+        i = int(np.argmin(m["mean"].to_numpy()))
+        neighbours = [m["mean"].iloc[j] for j in (i - 1, i + 1) if 0 <= j < len(grid)]
+        best = m["mean"].iloc[i]
+        rows.append({by: key, setting: grid[i], "bracketed": 0 < i < len(grid) - 1, "grid": grid,
+                     f"{metric}_mean": best, f"{metric}_std": m["std"].iloc[i], "n": int(m["count"].iloc[i]),
+                     "margin_pct": 100 * (min(neighbours) / best - 1) if neighbours else float("nan")})
+    return pd.DataFrame(rows)

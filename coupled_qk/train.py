@@ -159,7 +159,9 @@ def autocast(device: torch.device, dtype: str):
 @torch.no_grad()
 def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dtype: str = "auto",
              max_batches: int | None = None, d: Dist = Dist()) -> float:
-    "Mean cross-entropy per token of a deterministic pass over `tokens`."
+    """Mean cross-entropy per token of a deterministic pass over `tokens`. A compiled `model` runs the full batches;
+    a shorter last batch runs eagerly (its new shape would otherwise compile a second graph)."""
+    eager = getattr(model, "_orig_mod", model)
     was = model.training
     model.eval()
     tot, n = 0.0, 0
@@ -169,7 +171,7 @@ def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dt
             continue
         x, y = x[rows].to(device), y[rows].contiguous().to(device)     # y is a strided view of the windows
         with autocast(device, dtype):
-            loss = model(x, y)[1]
+            loss = (model if len(x) == batch_size else eager)(x, y)[1]
         tot += float(loss) * y.numel()
         n += y.numel()
     model.train(was)
@@ -316,6 +318,7 @@ def _train(cfg: TrainConfig, run: OpenRun, d: Dist, st: dict | None, corpus, tok
         s = restore(st, model, opt, data_gen, d, run)
         _say(f"resuming {out} at step {s.step}/{total}", quiet, d)
     fwd = torch.compile(model) if cfg.compile else model           # compile first, then wrap (as nanoGPT)
+    ev = fwd                                                       # evaluation runs compiled too (its own graph)
     if d.world_size > 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
         fwd = DDP(fwd, device_ids=[device.index] if device.type == "cuda" else None)
@@ -335,7 +338,7 @@ def _train(cfg: TrainConfig, run: OpenRun, d: Dist, st: dict | None, corpus, tok
 
     def val(split="validation"):
         t = time.perf_counter()
-        v = evaluate(model, tokens[split], B, T, device, cfg.dtype, cfg.eval_batches, d)
+        v = evaluate(ev, tokens[split], B, T, device, cfg.dtype, cfg.eval_batches, d)
         s.eval_s += time.perf_counter() - t
         return v
 
