@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from .attention import VARIANTS, CausalSelfAttention, DifferentialAttention
 from .integrators import CoupledDynamics
@@ -33,10 +35,11 @@ if TYPE_CHECKING:
 from .provenance import git_revision, hardware
 
 # %% auto #0
-__all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'SPEED_TARGET', 'MEMORY_TARGET', 'COLUMNS', 'BenchConfig', 'matmul_peak',
-           'as_reference', 'count_cpu_flash_attention', 'train_step_flops', 'saved_bytes', 'count_step',
-           'cpu_peak_reset', 'cpu_peak', 'measure', 'isolated', 'measure_isolated', 'run_bench', 'summarize',
-           'paired_intervals', 'target_status', 'write_bench', 'write_summary', 'summarize_raw']
+__all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'SPEED_TARGET', 'MEMORY_TARGET', 'ROOFLINE_TARGET', 'COLUMNS', 'BenchConfig',
+           'matmul_peak', 'memory_bandwidth', 'as_reference', 'count_cpu_flash_attention', 'train_step_flops',
+           'saved_bytes', 'ByteCounter', 'step_bytes', 'count_step', 'cpu_peak_reset', 'cpu_peak', 'measure',
+           'isolated', 'measure_isolated', 'run_bench', 'roofline_seconds', 'summarize', 'paired_intervals',
+           'target_status', 'roofline_status', 'write_bench', 'write_summary', 'summarize_raw']
 
 # %% ../nbs/12_bench.ipynb #d65775f5
 MODES = ("eager", "bf16", "compile", "bf16+compile")
@@ -96,6 +99,21 @@ def matmul_peak(device: torch.device, dtype=torch.float32, n: int | None = None,
         _sync(device)
         best = min(best, time.perf_counter() - t)
     return 2 * n ** 3 / best
+
+def memory_bandwidth(device: torch.device, dtype=torch.float32, n: int | None = None, reps: int = 5) -> float:
+    "Bytes/s of an elementwise add of two n-element tensors on `device` (2n read, n written; best of `reps`)."
+    n = n or (2 ** 28 if device.type == "cuda" else 2 ** 24)     # 1 GiB / 64 MiB per float32 tensor
+    a, b = torch.randn(n, device=device, dtype=dtype), torch.randn(n, device=device, dtype=dtype)
+    c = torch.empty_like(a)
+    torch.add(a, b, out=c)
+    _sync(device)
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        torch.add(a, b, out=c)
+        _sync(device)
+        best = min(best, time.perf_counter() - t)
+    return 3 * n * a.element_size() / best
 
 # %% ../nbs/12_bench.ipynb #7da368e4
 def _bs(cfg: BenchConfig, shape: str, device) -> tuple[int, int]:
@@ -158,17 +176,76 @@ def saved_bytes(model: GPT, x: torch.Tensor) -> int:
     del loss
     return sum(kept.values())
 
+def _nbytes(t: torch.Tensor) -> int:
+    # a broadcast (expanded) view reads its storage once, not once per repeat
+    return min(t.numel() * t.element_size(), t.untyped_storage().nbytes())
+
+class ByteCounter(TorchDispatchMode):
+    """Bytes moved by the byte-bound ops that run inside the block: for every op that is not matmul-like, the bytes of
+    its tensor inputs (read) and of its outputs and the inputs it mutates (written). Matmul-like means that
+    FlopCounterMode counts its FLOPs (mm, bmm, addmm, baddbmm, convolutions, the SDPA kernels): those are the
+    FLOP-bound ops, the rest are charged their bytes. Views and allocations (`empty*`) move nothing."""
+    def __init__(self):
+        super().__init__()
+        from torch.utils.flop_counter import flop_registry
+        count_cpu_flash_attention()
+        self.flop_bound, self.by_op = set(flop_registry), {}
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_op.values())
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        packet = func.overloadpacket
+        if packet in self.flop_bound or func.is_view or "empty" in packet.__name__:
+            return out
+        tensors = lambda tree: [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
+        given = dict(zip([a.name for a in func._schema.arguments], args), **kwargs)
+        inputs, mutated, outputs = [], [], tensors(out)
+        for a in func._schema.arguments:
+            writes = a.alias_info is not None and a.alias_info.is_write
+            if not a.is_out:                   # an out= tensor is only written; an in-place op's self is both
+                inputs += tensors(given.get(a.name))
+            if writes:
+                mutated += tensors(given.get(a.name))
+        read = {t.untyped_storage().data_ptr() for t in inputs}
+        if not mutated and outputs and all(t.untyped_storage().data_ptr() in read for t in outputs):
+            return out          # a view by another name (_unsafe_view, alias, detach): no data moves
+        key = lambda t: (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
+        written = {key(t): _nbytes(t) for t in outputs + mutated}      # what an op mutates, it returns
+        n = sum(map(_nbytes, inputs)) + sum(written.values())
+        self.by_op[str(packet)] = self.by_op.get(str(packet), 0) + n
+        return out
+
+def step_bytes(model: GPT, x: torch.Tensor) -> int:
+    """Bytes the byte-bound ops of one training step move (`ByteCounter`), as `measure` runs the step: forward,
+    backward, AdamW and zeroing the gradients, eager. One uncounted step first, so that AdamW's state exists."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), fused=x.device.type == "cuda")
+
+    def step():
+        model(x, x)[1].backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    step()
+    with ByteCounter() as bc:
+        step()
+    return bc.total
+
 def count_step(shape: str, variants: list[str], batch: int, seq: int, n_steps: int = 1, device: str = "cpu",
                seed: int = 0) -> dict:
-    """{variant: (model FLOPs, run FLOPs, saved bytes)} of one training step: FLOPs without and with the
-    recomputation that runs, and the activations kept for the backward (`saved_bytes`)."""
+    """{variant: (model FLOPs, run FLOPs, saved bytes, step bytes)} of one training step: FLOPs without and with the
+    recomputation that runs, the activations kept for the backward (`saved_bytes`), and the bytes its byte-bound
+    ops move (`step_bytes`; last, since its AdamW steps change the weights)."""
     dev, out = torch.device(device), {}
     for v in variants:
         torch.manual_seed(seed)
         cfg = model_config(shape, v, n_steps=n_steps, seq_len=max(seq, 1))
         model = GPT(cfg).to(dev)
         x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
-        out[v] = (train_step_flops(model, x, plain=True), train_step_flops(model, x), saved_bytes(model, x))
+        out[v] = (train_step_flops(model, x, plain=True), train_step_flops(model, x), saved_bytes(model, x),
+                  step_bytes(model, x))
         del model
     return out
 
@@ -196,7 +273,9 @@ def cpu_peak() -> int:
 
 def measure(shape: str, variant: str, mode: str, batch: int, seq: int, warmup: int, steps: int,
             n_steps: int = 1, device: str = "cpu", seed: int = 0) -> dict:
-    "Time `steps` training steps of one model; return tokens/s and peak memory."
+    """Time `steps` training steps of one model; return tokens/s, peak memory, and `compile_s`: the first warm-up
+    step's time less a steady step's (in compile modes the compilation; in eager, first-call overhead; NaN
+    without warm-up, when the first timed step carries it)."""
     dev = torch.device(device)
     torch.manual_seed(seed)
     if dev.type == "cuda":
@@ -224,8 +303,13 @@ def measure(shape: str, variant: str, mode: str, batch: int, seq: int, warmup: i
         opt.zero_grad(set_to_none=True)
         return loss
 
-    for _ in range(warmup):
+    first_s = float("nan")
+    for i in range(warmup):
+        t = time.perf_counter()
         step()
+        if i == 0:
+            _sync(dev)
+            first_s = time.perf_counter() - t
     _sync(dev)
     t = time.perf_counter()
     for _ in range(steps):
@@ -237,7 +321,8 @@ def measure(shape: str, variant: str, mode: str, batch: int, seq: int, warmup: i
     peak = (torch.cuda.max_memory_allocated(dev) - base if dev.type == "cuda"
             else cpu_peak() - base)
     return dict(shape=shape, variant=variant, mode=mode, batch=batch, seq=seq, params=n_params(model),
-                tokens_per_s=batch * seq * steps / elapsed, step_s=elapsed / steps, peak_mem_mb=peak / 2**20)
+                tokens_per_s=batch * seq * steps / elapsed, step_s=elapsed / steps, peak_mem_mb=peak / 2**20,
+                compile_s=first_s - elapsed / steps)
 
 # %% ../nbs/12_bench.ipynb #992e7eea
 def isolated(fn: str, **kw):
@@ -266,6 +351,7 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
     from tqdm.auto import tqdm
     bar = tqdm(total=total, disable=not progress, desc="bench")
     peaks: dict = {}
+    bandwidths: dict = {}
     for shape in cfg.shapes:
         batch, seq = _bs(cfg, shape, dev)
         kw = dict(shape=shape, variants=list(cfg.variants), batch=batch, seq=seq, n_steps=cfg.n_steps,
@@ -274,40 +360,59 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
         flops.update({(shape, v): f for v, f in counted.items()})
         for mode in cfg.modes:
             for r in range(cfg.repeats):
-                # the matmul peak is measured in every repeat too, and the best is kept (MFU's denominator)
+                # the matmul peak and the memory bandwidth are measured in every repeat too, and the best is kept
+                # (MFU's denominator; the roofline's two rates)
                 dtype = torch.bfloat16 if "bf16" in mode else torch.float32
                 peaks[mode] = max(peaks.get(mode, 0.0), matmul_peak(dev, dtype))
+                bandwidths[mode] = max(bandwidths.get(mode, 0.0), memory_bandwidth(dev, dtype))
                 order = list(cfg.variants)
                 rng.shuffle(order)
                 for v in order:
                     kw = dict(shape=shape, variant=v, mode=mode, batch=batch, seq=seq, warmup=cfg.warmup,
                               steps=cfg.steps, n_steps=cfg.n_steps, device=str(dev), seed=cfg.seed)
                     res = measure_isolated(**kw) if dev.type == "cpu" else measure(**kw)
-                    model_flops, run_flops, saved = flops[(shape, v)]
+                    model_flops, run_flops, saved, moved = flops[(shape, v)]
                     rows.append(dict(res, repeat=r, flops_per_step=model_flops, run_flops_per_step=run_flops,
-                                     saved_mb=saved / 2**20))
+                                     saved_mb=saved / 2**20, bytes_per_step=moved))
                     bar.update(1)
                     bar.set_postfix(shape=shape, variant=v, tok_s=f"{res['tokens_per_s']:.0f}")
     bar.close()
     df = pd.DataFrame(rows)
     df["matmul_peak_tflops"] = df["mode"].map(peaks) / 1e12
     df["mfu"] = df.flops_per_step / df.step_s / df["mode"].map(peaks)
+    df["mem_bw_gbs"] = df["mode"].map(bandwidths) / 1e9
     return df
+
+def roofline_seconds(flops, nbytes, flop_rate, bandwidth):
+    "A step's time at the hardware's limit: its matmul FLOPs at the matmul rate plus its bytes at the bandwidth."
+    return flops / flop_rate + nbytes / bandwidth
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     "Medians per (shape, mode, variant); ratios to standard, paired by repeat, with their intervals; the target's ruling."
+    df = df.copy()
+    for col in ("bytes_per_step", "mem_bw_gbs", "compile_s"):     # absent from runs measured before they existed
+        if col not in df:
+            df[col] = np.nan
     g = df.groupby(["shape", "mode", "variant"], sort=False)
     s = g.agg(n=("repeat", "size"), batch=("batch", "first"), seq=("seq", "first"), params=("params", "first"),
               tokens_per_s=("tokens_per_s", "median"), peak_mem_mb=("peak_mem_mb", "median"),
               gflops_per_step=("flops_per_step", lambda f: f.iloc[0] / 1e9),
               run_gflops_per_step=("run_flops_per_step", lambda f: f.iloc[0] / 1e9), saved_mb=("saved_mb", "first"),
-              mfu=("mfu", "median")).reset_index()
+              mfu=("mfu", "median"), step_s=("step_s", "median"), compile_s=("compile_s", "median"),
+              gbytes_per_step=("bytes_per_step", lambda b: b.iloc[0] / 1e9)).reset_index()
+    # the roofline: what runs (run FLOPs, bytes of the eager implementation) at this run's best rates
+    first = g[["run_flops_per_step", "bytes_per_step", "matmul_peak_tflops", "mem_bw_gbs"]].first().reset_index(drop=True)
+    s["roofline_s"] = roofline_seconds(first.run_flops_per_step, first.bytes_per_step,
+                                       first.matmul_peak_tflops * 1e12, first.mem_bw_gbs * 1e9).values
+    s["roofline_util"] = s.roofline_s / s.step_s      # the fraction of the hardware's limit a variant reaches
     std = s[s.variant == "standard"].set_index(["shape", "mode"])
     key = list(zip(s["shape"], s["mode"]))
     s["saved_ratio"] = s.saved_mb.values / std.loc[key, "saved_mb"].values
     s["flops_ratio"] = s.gflops_per_step.values / std.loc[key, "gflops_per_step"].values
     s["run_flops_ratio"] = s.run_gflops_per_step.values / std.loc[key, "run_gflops_per_step"].values
     s["flop_limit"] = 1 / s.flops_ratio      # tokens/s ratio if every FLOP cost what standard's cost
+    s["bytes_ratio"] = s.gbytes_per_step.values / std.loc[key, "gbytes_per_step"].values
+    s["roofline_limit"] = std.loc[key, "roofline_s"].values / s.roofline_s.values   # tokens/s ratio at the roofline
     # the ratios to standard, paired by repeat, with their intervals (next section)
     by = ["shape", "mode", "variant"]
     speed = paired_intervals(df, "tokens_per_s").rename(columns=dict(ratio="tokens_per_s_ratio", mde="speed_mde"))
@@ -316,14 +421,18 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         ratio="peak_mem_ratio", lo="peak_mem_ratio_lo", hi="peak_mem_ratio_hi")), on=by, how="left")
     for name, ratio in (("of_limit", "tokens_per_s_ratio"), ("of_limit_lo", "lo"), ("of_limit_hi", "hi")):
         s[name] = s[ratio] / s.flop_limit
+        s[name.replace("of_limit", "of_roofline")] = s[ratio] / s.roofline_limit
     s = s.drop(columns=["lo", "hi"])
     bounds = s[["of_limit_lo", "of_limit_hi", "peak_mem_ratio_lo", "peak_mem_ratio_hi"]].itertuples(index=False)
     s["target"] = [target_status(*b) for b in bounds]
-    s.loc[s.variant == "standard", "target"] = "baseline"
+    s["roofline_target"] = [roofline_status(lo, hi) if not math.isnan(limit) else None    # None: no bytes counted
+                            for lo, hi, limit in zip(s.of_roofline_lo, s.of_roofline_hi, s.roofline_limit)]
+    s.loc[s.variant == "standard", ["target", "roofline_target"]] = "baseline"
     return s
 
 # %% ../nbs/12_bench.ipynb #fb6806c5
 SPEED_TARGET, MEMORY_TARGET = 0.97, 1.05     # of the FLOP limit; × standard's peak memory
+ROOFLINE_TARGET = 0.95                       # of the roofline limit
 
 def paired_intervals(df: pd.DataFrame, column: str, confidence: float = 0.95) -> pd.DataFrame:
     """Per (shape, mode, variant): the number of repeats paired with standard's, the ratio of `column` to
@@ -347,11 +456,16 @@ def target_status(speed_lo: float, speed_hi: float, mem_lo: float, mem_hi: float
         return "missed"
     return "met" if speed_lo >= SPEED_TARGET and mem_hi <= MEMORY_TARGET else "undecided"
 
+def roofline_status(lo: float, hi: float, target: float = ROOFLINE_TARGET) -> str:
+    "met / missed / undecided: the interval of `of_roofline` against `target` (undecided without one: a single repeat)."
+    return "missed" if hi < target else "met" if lo >= target else "undecided"
+
 # %% ../nbs/12_bench.ipynb #4000908a
-COLUMNS = ["shape", "mode", "variant", "target", "n", "batch", "seq", "params", "tokens_per_s", "tokens_per_s_ratio",
-           "flop_limit", "of_limit", "of_limit_lo", "of_limit_hi", "speed_mde", "peak_mem_mb", "peak_mem_ratio",
-           "peak_mem_ratio_lo", "peak_mem_ratio_hi", "saved_mb", "saved_ratio", "gflops_per_step", "flops_ratio",
-           "run_flops_ratio", "mfu"]
+COLUMNS = ["shape", "mode", "variant", "target", "roofline_target", "n", "batch", "seq", "params", "tokens_per_s",
+           "tokens_per_s_ratio", "flop_limit", "of_limit", "of_limit_lo", "of_limit_hi", "roofline_limit", "of_roofline",
+           "of_roofline_lo", "of_roofline_hi", "speed_mde", "peak_mem_mb", "peak_mem_ratio", "peak_mem_ratio_lo",
+           "peak_mem_ratio_hi", "saved_mb", "saved_ratio", "gflops_per_step", "flops_ratio", "run_flops_ratio",
+           "gbytes_per_step", "bytes_ratio", "mfu", "roofline_util", "compile_s"]
 
 def write_bench(df, summary, out: Path, command: str) -> Path:
     "Write raw.csv, summary.csv, summary.md and provenance.json into `out`."
@@ -359,7 +473,8 @@ def write_bench(df, summary, out: Path, command: str) -> Path:
     # the revision first: writing the outputs would otherwise mark a committed output folder '+dirty'
     prov = dict(command=command, date=time.strftime("%Y-%m-%d %H:%M:%S %Z"), hardware=hardware(),
                 torch=torch.__version__, coupled_qk=__version__, git=git_revision(),
-                matmul_peak_tflops=df.groupby("mode").matmul_peak_tflops.first().to_dict())
+                matmul_peak_tflops=df.groupby("mode").matmul_peak_tflops.first().to_dict(),
+                memory_bandwidth_gbs=df.groupby("mode").mem_bw_gbs.first().to_dict())
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / "raw.csv", index=False)
     return write_summary(summary, out, prov)

@@ -37,14 +37,24 @@ def lm_macs_per_token(c: dict) -> float:
     return 3 * (12 * d * d * layers * coupling + vocab * d)
 
 def measured_throughput(figures_dir: Path | None = None) -> dict:
-    """(preset, variant) -> training tokens/s on a GPU, from the benchmark `scripts/gpu_check.sh` wrote into
-    figures/benchmark/cuda/summary.csv (its fastest mode); empty when no GPU benchmark is there."""
-    f = Path(figures_dir or load_settings().figures_dir) / "benchmark" / "cuda" / "summary.csv"
-    if not f.is_file():
-        return {}
+    """(preset, variant) -> training tokens/s on a GPU, from what `scripts/gpu_check.sh` wrote into
+    figures/benchmark/cuda/: throughput.csv (compiled training runs of `coupled-qk train`, the trainer as
+    `reproduce` runs it) and summary.csv (the benchmark, its fastest mode). Where both have a preset and variant,
+    the training run's wins. Rows without a positive tokens/s are skipped; empty when neither file is there."""
     import pandas as pd
-    df = pd.read_csv(f)
-    return {(s, v): float(t) for (s, v), t in df.groupby(["shape", "variant"])["tokens_per_s"].max().items()}
+    folder = Path(figures_dir or load_settings().figures_dir) / "benchmark" / "cuda"
+    out = {}
+    for name in ("summary.csv", "throughput.csv"):      # the later file overrides the earlier
+        f = folder / name
+        if not f.is_file():
+            continue
+        df = pd.read_csv(f)
+        if not {"shape", "variant", "tokens_per_s"} <= set(df.columns):
+            raise UserError(f"{f}: needs the columns shape, variant and tokens_per_s (as scripts/gpu_check.sh writes it)")
+        df["tokens_per_s"] = pd.to_numeric(df.tokens_per_s, errors="coerce")
+        df = df[df.tokens_per_s > 0]
+        out.update({(s, v): float(t) for (s, v), t in df.groupby(["shape", "variant"])["tokens_per_s"].max().items()})
+    return out
 
 def estimate_seconds(run: Run, device_type: str = "cpu", measured: dict | None = None) -> float:
     """Rough wall-clock of `run` as one of the parallel jobs on a device of this type: its multiply-accumulates at

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One check of the GPU paths, in at most 8 minutes on one GPU (the stages' time limits add to 440 s; they are
+# One check of the GPU paths, in at most 10 minutes on one GPU (the stages' time limits add to 560 s; they are
 # estimates: the script has not yet run on a GPU):
 #   1. the fused coupled dynamics, the fused invertible coupling, and Differential's four flash calls (its GPU path)
 #      against the reference functions, W_o's input stored, and its core in blocks (the CPU path), on CUDA
@@ -9,8 +9,13 @@
 #      reproduce main_table --scale smoke --budget 66.67`: every variant, 11 runs at once on the one GPU);
 #   2. the benchmark at the paper-60m shape in bf16 (every variant) and bf16+torch.compile (standard, hamiltonian
 #      and coupled_differential: compiling is most of that stage's time);
-#   3. one table of both, a row per variant.
-# Without CUDA it says so in one line and exits 0, so it is safe to run anywhere.
+#   3. the trainer's own throughput: one short compiled run of `coupled-qk train` per variant at the smoke preset,
+#      one after another (120 s in all; variants not reached in time are left out), whose steady tokens/s go to
+#      figures/benchmark/cuda/throughput.csv, which `coupled-qk reproduce --dry-run` reads for its GPU-hours;
+#   4. one table of all, a row per variant.
+# Without CUDA it says so in one line and exits 0, so it is safe to run anywhere. TRAIN_CHECK=0 skips stage 3;
+# TRAIN_STEPS, TRAIN_BATCH and TRAIN_BUDGET_S size it; TRAIN_ONLY=1 runs stage 3 alone (with TRAIN_BUDGET_S=500 it
+# has time for every variant; 120 s covers the first few). Results lie in $OUT (a fresh folder unless given).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=python3
@@ -24,6 +29,62 @@ fi
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 status=0
+
+train_check() {   # one compiled `coupled-qk train` per variant, in sequence, until the budget is spent
+    local steps=${TRAIN_STEPS:-200} batch=${TRAIN_BATCH:-8} deadline=$((SECONDS + ${TRAIN_BUDGET_S:-120})) v left rc
+    rm -f "$OUT/throughput.csv"
+    for v in $("$PY" -c 'from coupled_qk.attention import VARIANTS; print(*VARIANTS)'); do
+        left=$((deadline - SECONDS))
+        if [ "$left" -lt 10 ]; then
+            echo "train: budget spent; not measured from $v on"
+            break
+        fi
+        # pystdlib: the interpreter's own library, the one embedded corpus a bare machine always has
+        timeout "$left" "$PY" -c 'import sys; from coupled_qk.cli import main; sys.exit(main(["train", *sys.argv[1:]]))' \
+            --preset smoke --variant "$v" --corpus pystdlib --compile --max-steps "$steps" --batch-size "$batch" \
+            --warmup-steps 10 --log-every $((steps / 4)) --eval-every 0 --eval-batches 1 --ckpt-every 100000 \
+            --device "${TRAIN_DEVICE:-cuda}" --quiet --overwrite --out "$OUT/train/$v" > "$OUT/train-$v.log" 2>&1
+        rc=$?
+        if [ ! -f "$OUT/train/$v/result.json" ]; then   # (a run that finished counts, even if its exit timed out)
+            if [ "$rc" -eq 124 ]; then                   # the budget ran out: not a failure
+                echo "train: budget spent during $v; not measured from $v on"
+                break
+            fi
+            status=1
+            echo "train $v failed (exit $rc):"
+            tail -5 "$OUT/train-$v.log"
+            continue
+        fi
+        # steady tokens/s: from the second logged step to the last (the first carries the compilation)
+        RUN="$OUT/train/$v" CSV="$OUT/throughput.csv" MODE="train+compile" "$PY" - <<'PYEOF' || status=1
+import csv, json, os
+from pathlib import Path
+run = Path(os.environ["RUN"])
+recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+recs = [r for r in recs if r.get("tokens_per_s") is not None]
+a, b = recs[1], recs[-1]
+cfg = json.loads((run / "result.json").read_text())["config"]
+row = dict(shape=cfg["preset"], variant=cfg["variant"], mode=os.environ["MODE"], batch=cfg["batch_size"],
+           steps=b["step"] - a["step"], tokens_per_s=round((b["tokens"] - a["tokens"]) / (b["elapsed"] - a["elapsed"]), 1),
+           compile_s=round(a["elapsed"] - a["tokens"] / ((b["tokens"] - a["tokens"]) / (b["elapsed"] - a["elapsed"])), 2))
+new = not Path(os.environ["CSV"]).is_file()
+with open(os.environ["CSV"], "a", newline="") as fh:
+    w = csv.DictWriter(fh, fieldnames=list(row))
+    if new:
+        w.writeheader()
+    w.writerow(row)
+print(f"train {row['variant']}: {row['tokens_per_s']:,.0f} tokens/s over {row['steps']} steps "
+      f"(batch {row['batch']}; first steps and compilation {row['compile_s']:.1f} s)")
+PYEOF
+    done
+    if [ -f "$OUT/throughput.csv" ]; then
+        mkdir -p figures/benchmark/cuda && cp "$OUT/throughput.csv" figures/benchmark/cuda/throughput.csv
+    fi
+}
+if [ "${TRAIN_ONLY:-0}" = 1 ]; then    # stage 3 alone: every variant, given a budget (TRAIN_BUDGET_S=500)
+    train_check
+    exit $status
+fi
 
 # the smoke reproduce runs beside stage 1 (checks of values, not of speed), and is awaited before the benchmark
 SMOKE_RUNS=$(mktemp -d)
@@ -143,7 +204,12 @@ echo "== 2. benchmark, paper-60m, bf16+compile (standard, hamiltonian, coupled_d
 bench 140 "$OUT/compile" --modes bf16+compile --repeats 1 --warmup 3 --steps 10 \
     --variants standard hamiltonian coupled_differential
 
-echo "== 3. one table ($OUT)"
+echo "== 3. compiled training runs, smoke preset, one per variant (tokens/s to figures/benchmark/cuda/throughput.csv)"
+if [ "${TRAIN_CHECK:-1}" != 0 ]; then
+    train_check
+fi
+
+echo "== 4. one table ($OUT)"
 OUT="$OUT" "$PY" - <<'PYEOF'
 import os, pandas as pd
 from pathlib import Path
@@ -156,6 +222,10 @@ for mode in ("bf16", "compile"):
     if f.is_file():
         b = pd.read_csv(f).set_index("variant")
         parts.append(b[["tokens_per_s", "tokens_per_s_ratio", "flop_limit", "of_limit", "peak_mem_ratio", "target"]].add_prefix(f"{mode} "))
+f = out / "throughput.csv"
+if f.is_file():
+    t = pd.read_csv(f).set_index("variant")
+    parts.append(t[["tokens_per_s", "compile_s"]].add_prefix("train smoke+compile "))
 f = out / "smoke" / "smoke" / "main_table" / "main_table.csv"
 if f.is_file():
     m = pd.read_csv(f).set_index("variant")
