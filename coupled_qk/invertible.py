@@ -161,6 +161,8 @@ class InvertibleCoupling(nn.Module):
         return q, self.k_map(k, q)
 
     def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        if torch.compiler.is_compiling():   # inductor fuses the plain maps itself, and its partitioner picks what to
+            return self._run(q, k)          # recompute (FusedCoupling's `out=` views would break the graph)
         if self.fused:   # with gradients off as well: evaluation takes the fast forward too
             return FusedCoupling.apply(self.q_map.scale_bound, q, k, *self.weights())
         if self.recompute and torch.is_grad_enabled():
