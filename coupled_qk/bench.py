@@ -34,9 +34,10 @@ from .provenance import git_revision, hardware
 
 # %% auto #0
 __all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'SPEED_TARGET', 'MEMORY_TARGET', 'COLUMNS', 'BenchConfig', 'matmul_peak',
-           'as_reference', 'count_cpu_flash_attention', 'train_step_flops', 'saved_bytes', 'count_step',
-           'cpu_peak_reset', 'cpu_peak', 'measure', 'isolated', 'measure_isolated', 'run_bench', 'summarize',
-           'paired_intervals', 'target_status', 'write_bench', 'write_summary', 'summarize_raw']
+           'as_reference', 'count_cpu_flash_attention', 'train_step_flops', 'saved_bytes', 'live_peak',
+           'train_live_peak', 'count_step', 'cpu_peak_reset', 'cpu_peak', 'measure', 'isolated', 'measure_isolated',
+           'run_bench', 'summarize', 'paired_intervals', 'target_status', 'write_bench', 'write_summary',
+           'summarize_raw']
 
 # %% ../nbs/12_bench.ipynb #d65775f5
 MODES = ("eager", "bf16", "compile", "bf16+compile")
@@ -158,10 +159,50 @@ def saved_bytes(model: GPT, x: torch.Tensor) -> int:
     del loss
     return sum(kept.values())
 
+def live_peak(fn, device: str = "cpu") -> int:
+    """The most bytes of `device` tensors allocated while `fn()` runs and alive at once, less those it freed by
+    then: the highest point of the running sum of the allocator's allocations and frees, read from the profiler's
+    memory events. Exact and repeatable, and blind to what the C allocator (glibc's malloc) keeps in its heaps."""
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    sizes: list[tuple[int, int]] = []
+
+    def walk(e):
+        if e.tag == _EventType.Allocation and e.extra_fields.device.type == torch.device(device).type:
+            sizes.append((e.start_time_ns, e.extra_fields.alloc_size))
+        for child in e.children:
+            walk(child)
+    for root in prof.profiler.kineto_results.experimental_event_tree():
+        walk(root)
+    now = peak = 0
+    for _, size in sorted(sizes, key=lambda s: s[0]):
+        now += size
+        peak = max(peak, now)
+    return peak
+
+def train_live_peak(shape: str, variant: str, batch: int, seq: int, steps: int = 2, n_steps: int = 1,
+                    device: str = "cpu", seed: int = 0) -> int:
+    """`live_peak` of what `measure` does: build the model and AdamW, run `steps` training steps (the first
+    allocates AdamW's state). What CUDA's `max_memory_allocated` counts, on any device."""
+    def run():
+        torch.manual_seed(seed)
+        cfg = model_config(shape, variant, n_steps=n_steps, seq_len=max(seq, 1))
+        model = GPT(cfg).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95))
+        x, y = (torch.randint(0, cfg.vocab_size, (batch, seq), device=device) for _ in range(2))
+        for _ in range(steps):
+            model(x, y)[1].backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    return live_peak(run, device)
+
 def count_step(shape: str, variants: list[str], batch: int, seq: int, n_steps: int = 1, device: str = "cpu",
                seed: int = 0) -> dict:
-    """{variant: (model FLOPs, run FLOPs, saved bytes)} of one training step: FLOPs without and with the
-    recomputation that runs, and the activations kept for the backward (`saved_bytes`)."""
+    """{variant: (model FLOPs, run FLOPs, saved bytes, live peak)} of one training step: FLOPs without and with the
+    recomputation that runs, the activations kept for the backward (`saved_bytes`), and the peak of live tensor
+    bytes of building the model and training it two steps (`train_live_peak`)."""
     dev, out = torch.device(device), {}
     for v in variants:
         torch.manual_seed(seed)
@@ -170,6 +211,7 @@ def count_step(shape: str, variants: list[str], batch: int, seq: int, n_steps: i
         x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
         out[v] = (train_step_flops(model, x, plain=True), train_step_flops(model, x), saved_bytes(model, x))
         del model
+        out[v] += (train_live_peak(shape, v, batch, seq, n_steps=n_steps, device=device, seed=seed),)
     return out
 
 def _proc_status_kb(field: str) -> int | None:
@@ -283,9 +325,9 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
                     kw = dict(shape=shape, variant=v, mode=mode, batch=batch, seq=seq, warmup=cfg.warmup,
                               steps=cfg.steps, n_steps=cfg.n_steps, device=str(dev), seed=cfg.seed)
                     res = measure_isolated(**kw) if dev.type == "cpu" else measure(**kw)
-                    model_flops, run_flops, saved = flops[(shape, v)]
+                    model_flops, run_flops, saved, live = flops[(shape, v)]
                     rows.append(dict(res, repeat=r, flops_per_step=model_flops, run_flops_per_step=run_flops,
-                                     saved_mb=saved / 2**20))
+                                     saved_mb=saved / 2**20, live_peak_mb=live / 2**20))
                     bar.update(1)
                     bar.set_postfix(shape=shape, variant=v, tok_s=f"{res['tokens_per_s']:.0f}")
     bar.close()
@@ -296,15 +338,18 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     "Medians per (shape, mode, variant); ratios to standard, paired by repeat, with their intervals; the target's ruling."
+    if "live_peak_mb" not in df:     # a raw.csv of a run before live_peak_mb was counted
+        df = df.assign(live_peak_mb=np.nan)
     g = df.groupby(["shape", "mode", "variant"], sort=False)
     s = g.agg(n=("repeat", "size"), batch=("batch", "first"), seq=("seq", "first"), params=("params", "first"),
               tokens_per_s=("tokens_per_s", "median"), peak_mem_mb=("peak_mem_mb", "median"),
               gflops_per_step=("flops_per_step", lambda f: f.iloc[0] / 1e9),
               run_gflops_per_step=("run_flops_per_step", lambda f: f.iloc[0] / 1e9), saved_mb=("saved_mb", "first"),
-              mfu=("mfu", "median")).reset_index()
+              live_peak_mb=("live_peak_mb", "first"), mfu=("mfu", "median")).reset_index()
     std = s[s.variant == "standard"].set_index(["shape", "mode"])
     key = list(zip(s["shape"], s["mode"]))
     s["saved_ratio"] = s.saved_mb.values / std.loc[key, "saved_mb"].values
+    s["live_peak_ratio"] = s.live_peak_mb.values / std.loc[key, "live_peak_mb"].values
     s["flops_ratio"] = s.gflops_per_step.values / std.loc[key, "gflops_per_step"].values
     s["run_flops_ratio"] = s.run_gflops_per_step.values / std.loc[key, "run_gflops_per_step"].values
     s["flop_limit"] = 1 / s.flops_ratio      # tokens/s ratio if every FLOP cost what standard's cost
@@ -350,7 +395,7 @@ def target_status(speed_lo: float, speed_hi: float, mem_lo: float, mem_hi: float
 # %% ../nbs/12_bench.ipynb #4000908a
 COLUMNS = ["shape", "mode", "variant", "target", "n", "batch", "seq", "params", "tokens_per_s", "tokens_per_s_ratio",
            "flop_limit", "of_limit", "of_limit_lo", "of_limit_hi", "speed_mde", "peak_mem_mb", "peak_mem_ratio",
-           "peak_mem_ratio_lo", "peak_mem_ratio_hi", "saved_mb", "saved_ratio", "gflops_per_step", "flops_ratio",
+           "peak_mem_ratio_lo", "peak_mem_ratio_hi", "live_peak_mb", "live_peak_ratio", "saved_mb", "saved_ratio", "gflops_per_step", "flops_ratio",
            "run_flops_ratio", "mfu"]
 
 def write_bench(df, summary, out: Path, command: str) -> Path:
