@@ -362,8 +362,10 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     for name, ratio in (("of_limit", "tokens_per_s_ratio"), ("of_limit_lo", "lo"), ("of_limit_hi", "hi")):
         s[name] = s[ratio] / s.flop_limit
     s = s.drop(columns=["lo", "hi"])
-    bounds = s[["of_limit_lo", "of_limit_hi", "peak_mem_ratio_lo", "peak_mem_ratio_hi"]].itertuples(index=False)
-    s["target"] = [target_status(*b) for b in bounds]
+    # memory is ruled on the exact live peak where it was counted (one number, its own interval), else on the RSS
+    live = s.live_peak_ratio.notna()
+    mem_lo, mem_hi = s.live_peak_ratio.where(live, s.peak_mem_ratio_lo), s.live_peak_ratio.where(live, s.peak_mem_ratio_hi)
+    s["target"] = [target_status(*b) for b in zip(s.of_limit_lo, s.of_limit_hi, mem_lo, mem_hi)]
     s.loc[s.variant == "standard", "target"] = "baseline"
     return s
 
