@@ -396,7 +396,7 @@ def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type
     print(f"unique runs: {len(runs)}; to run: {len(todo)} ({', '.join(f'{n} {k}' for k, n in kinds.items() if n)})")
     if scale == "paper" or device_type == "cuda":
         gpu_h = sum(estimate_seconds(r, "cuda", measured) for r in todo) / 3600
-        src = ("measured tokens/s from figures/benchmark/cuda/summary.csv where there is one, else " if measured else "") + \
+        src = ("measured tokens/s from figures/benchmark/cuda/ (throughput.csv, summary.csv) where there is one, else " if measured else "") + \
               f"{MACS_PER_S['cuda']:.1e} MAC/s per GPU, a rough bf16 guess"
         print(f"estimated training time: {gpu_h:,.0f} GPU-hours ({src}); spread it over GPUs with --jobs, or over a "
               "cluster with --executor slurm")
