@@ -54,15 +54,18 @@ test: setup
 reproduce: setup
 	$(VENV)/bin/coupled-qk reproduce $(ARTIFACTS) --scale $(SCALE) --jobs $(JOBS)
 
-# A static HTML site of the chapters, paper and experiment notebooks in _docs/ (nbconvert: a registry-installable
-# tool that needs no Quarto binary), with the front page as index.html. EXECUTE=1 runs each notebook first.
-EXECUTE ?=
+# A static HTML site of the chapters, paper and experiment notebooks in DOCS (default _docs/) that works with no
+# network: the front page (index.html, from nbs/index.ipynb) lists every notebook in reading order, each page has a
+# previous / contents / next bar, math is typeset by a local MathJax 3 (the pinned PyPI wheel django-static-mathjax,
+# from the environment, else fetched once by pip into DOCS_CACHE), nbdev directives and prompts are not shown, and a
+# paper notebook is shown as `make reproduce` executed it where it has (runs/artifacts/<scale>/). EXECUTE=1 runs each
+# chapter first. scripts/build_docs.py does it all; tests/test_docs.py checks it.
+EXECUTE    ?=
+DOCS       ?= _docs
+DOCS_CACHE ?= .cache/docs
 docs: setup index
-	rm -rf _docs && mkdir -p _docs/paper _docs/experiments
-	$(VENV)/bin/jupyter-nbconvert --to html --output-dir _docs $(if $(EXECUTE),--execute) nbs/*.ipynb
-	$(VENV)/bin/jupyter-nbconvert --to html --output-dir _docs/paper $(if $(EXECUTE),--execute) nbs/paper/*.ipynb
-	$(VENV)/bin/jupyter-nbconvert --to html --output-dir _docs/experiments nbs/experiments/*.ipynb
-	@echo "docs: open _docs/index.html"
+	rm -rf $(DOCS)
+	$(PY) scripts/build_docs.py --out $(DOCS) --cache $(DOCS_CACHE) $(if $(EXECUTE),--execute)
 
 # The docs' front page is the README, one source: nbs/index.ipynb is written from it (nbdev-readme would go the
 # other way; tests/test_project.py checks that the two agree).
