@@ -35,6 +35,7 @@ class GPTConfig:
     n_layers: int = 4
     n_heads: int = 4
     mlp_ratio: int = 4
+    mlp_hidden: int | None = None   # the MLP's hidden width; None = mlp_ratio × d_model (a parameter-matched control sets it)
     dropout: float = 0.0
     init: str = "gpt2"              # "gpt2": N(0, 0.02) weights; "torch": PyTorch's default init (see the decoder)
     tie_embeddings: bool = True     # the output layer reuses the token embedding
@@ -48,6 +49,8 @@ class GPTConfig:
         for k in ("vocab_size", "seq_len", "d_model", "n_layers", "n_heads", "mlp_ratio"):
             if not (isinstance(getattr(self, k), int) and getattr(self, k) >= 1):
                 raise ValueError(f"{k}={getattr(self, k)!r}; it must be a whole number, at least 1")
+        if self.mlp_hidden is not None and not (isinstance(self.mlp_hidden, int) and self.mlp_hidden >= 1):
+            raise ValueError(f"mlp_hidden={self.mlp_hidden!r}; it must be a whole number, at least 1 (or None: mlp_ratio × d_model)")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout={self.dropout}; it must be in [0, 1)")
         if self.d_model % self.n_heads:
@@ -63,12 +66,15 @@ class GPTConfig:
     @property
     def head_dim(self) -> int: return self.d_model // self.n_heads
 
+    @property
+    def d_ff(self) -> int: return self.mlp_hidden or self.mlp_ratio * self.d_model
+
 # %% ../nbs/02_model.ipynb #b1d68572
 class MLP(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.fc = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model, bias=False)
-        self.proj = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=False)
+        self.fc = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
+        self.proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor) -> Tensor:

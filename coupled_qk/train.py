@@ -33,7 +33,7 @@ __all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', '
 # %% ../nbs/05_train.ipynb #f5b8d07a
 DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-4096"}      # others (the paper presets): gpt2
 DTYPES = ("auto", "float32", "bfloat16")
-MODEL_OVERRIDES = ("n_steps", "dt_init", "learn_dt", "subln_gain", "d_model", "n_layers", "n_heads", "seq_len", "positional", "dropout")
+MODEL_OVERRIDES = ("n_steps", "dt_init", "learn_dt", "subln_gain", "d_model", "n_layers", "n_heads", "seq_len", "positional", "dropout", "mlp_hidden")
 
 # Default budgets of the presets: a few minutes at smoke and cpu, the paper's token count at the paper's sizes.
 PRESET_BUDGETS = {"smoke": dict(max_steps=200), "cpu": dict(max_steps=2000)}
@@ -58,6 +58,7 @@ class TrainConfig:
     seq_len: int | None = None         # context length in tokens
     positional: str | None = None      # positional encoding
     dropout: float | None = None       # dropout probability
+    mlp_hidden: int | None = None      # MLP hidden width (None = 4 × d_model); the parameter-matched control widens it
     # optimisation
     batch_size: int = 16               # sequences per process and micro-step
     grad_accum: int = 1                # micro-steps per optimiser step
@@ -96,7 +97,7 @@ class TrainConfig:
             budget = PRESET_BUDGETS.get(self.preset, dict(max_tokens=PAPER_TOKENS))
             self.max_steps, self.max_tokens = budget.get("max_steps"), budget.get("max_tokens")
         for k in ("batch_size", "grad_accum", "log_every", "ckpt_every", "max_steps", "max_tokens", "eval_batches",
-                  "n_steps", "d_model", "n_layers", "n_heads", "seq_len"):
+                  "n_steps", "d_model", "n_layers", "n_heads", "seq_len", "mlp_hidden"):
             check_number(k, getattr(self, k), 1, integer=True)
         for k in ("warmup_steps", "eval_every", "seed"):
             check_number(k, getattr(self, k), 0, integer=True)
