@@ -14,22 +14,25 @@ from .attention import VARIANTS
 from .stats import pair, paired_test
 
 # %% auto #0
-__all__ = ['PALETTE', 'LABELS', 'set_style', 'variant_order', 'ArtifactWriter', 'curve_plot', 'bar_plot', 'paired_plot']
+__all__ = ['CONTROLS', 'PALETTE', 'LABELS', 'set_style', 'variant_order', 'ArtifactWriter', 'curve_plot', 'bar_plot',
+           'paired_plot']
 
 # %% ../nbs/08_plots.ipynb #387aeb8c
-PALETTE = dict(zip(VARIANTS, sns.color_palette("colorblind", len(VARIANTS))))
+CONTROLS = ("standard_matched",)   # standard with the MLP widened by the coupling's parameters (the registry's control)
+PALETTE = dict(zip(VARIANTS + CONTROLS, sns.color_palette("colorblind", len(VARIANTS) + len(CONTROLS))))
 LABELS = {"standard": "standard", "hamiltonian": "coupled (Hamiltonian)", "euler": "coupled (Euler)",
           "mlp_only": "MLP-only (uncoupled)", "differential": "Differential", "coupled_differential": "coupled Differential",
-          "invertible": "invertible coupling", "invertible_differential": "invertible Differential"}
+          "invertible": "invertible coupling", "invertible_differential": "invertible Differential",
+          "standard_matched": "standard, parameter-matched"}
 
 def set_style():
     "The project's seaborn style: white grid, paper context, readable sizes."
     sns.set_theme(style="whitegrid", context="paper", font_scale=1.1, rc={"figure.dpi": 110, "savefig.bbox": "tight"})
 
 def variant_order(present) -> list[str]:
-    "The variants in `present`, in the registry's order."
+    "The variants (and controls) in `present`, in the registry's order."
     present = set(present)
-    return [v for v in VARIANTS if v in present]
+    return [v for v in VARIANTS + CONTROLS if v in present]
 
 # %% ../nbs/08_plots.ipynb #0addc5a5
 class ArtifactWriter:

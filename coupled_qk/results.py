@@ -11,7 +11,7 @@ from .settings import load_settings
 from .registry import Run, artifact_runs
 
 # %% auto #0
-__all__ = ['RESULT_KEYS', 'results', 'curves']
+__all__ = ['RESULT_KEYS', 'results', 'curves', 'bench_cost']
 
 # %% ../nbs/09c_results.ipynb #fa0e0742
 def _summary(run: Run, summaries: Path) -> dict | None:
@@ -52,3 +52,19 @@ def curves(artifact: str, scale: str, budget: float = 1.0, figures_dir: Path | N
         for m in s["curve"]:
             rows.append({"run_id": r.run_id, **r.config, **r.tags, **m})
     return pd.DataFrame(rows)
+
+# %% ../nbs/09c_results.ipynb #b3c05702
+def bench_cost(variant: str, name: str, figures_dir: Path | None = None, mode: str = "eager") -> dict | None:
+    "A variant's cost per token over standard's, from the committed benchmark `name` (None where it has no row)."
+    import pandas as pd
+    p = Path(figures_dir or load_settings().figures_dir) / "benchmark" / name / "summary.csv"
+    if not p.is_file():
+        return None
+    s = pd.read_csv(p)
+    row = s[(s.variant == variant) & (s["mode"] == mode)]
+    if not len(row):
+        return None
+    r = row.iloc[0]
+    lo, hi = r.of_limit_lo * r.flop_limit, r.of_limit_hi * r.flop_limit     # the tokens/s ratio's paired interval
+    return dict(cost=1 / r.tokens_per_s_ratio, cost_lo=1 / hi, cost_hi=1 / lo, shape=r["shape"], batch=int(r.batch),
+                seq=int(r.seq), n=int(r.n), source=str(p))

@@ -17,7 +17,8 @@ from scipy import optimize, stats, special
 __all__ = ['COMPARE_COLUMNS', 'PAIRED_COLUMNS', 'EQUIVALENCE_MARGIN_PCT', 'VERDICTS', 'describe', 'fmt_mean_std', 'welch',
            'hedges_j', 'effect_size', 'hedges_g', 'relative_change_ci', 'variance_ratio_test', 'holm',
            'comparison_groups', 'compare', 'mde', 'mean_test', 'paired_test', 'pair', 'compare_paired', 'verdict',
-           'tokens_to_target', 'tokens_to_target_ratio', 'choose_setting']
+           'tost_p', 'familywise_level', 'tokens_to_target', 'tokens_to_target_ratio', 'choose_setting',
+           'detectable_sd_ratio', 'sd_ratio_test', 'tokens_to_match', 'value_at']
 
 # %% ../nbs/07_stats.ipynb #744a14f7
 def _clean(x) -> np.ndarray:
@@ -305,32 +306,49 @@ def compare_paired(results: pd.DataFrame, metric: str, group_col: str = "variant
 
 # %% ../nbs/07_stats.ipynb #6270d536
 EQUIVALENCE_MARGIN_PCT = 3.3    # half the paper's main effect (-6.6 %): smaller differences change no conclusion
-VERDICTS = ("reproduced", "contradicted", "inconclusive", "not tested")
+VERDICTS = ("reproduced", "not reproduced at this scale", "opposite sign", "inconclusive",
+            "not tested in a discriminating regime")
 
-def verdict(claim, lo: float, hi: float, null: float = 0.0, margin: float = EQUIVALENCE_MARGIN_PCT) -> str:
-    "Reproduced / contradicted / inconclusive / not tested, for a claimed effect (or 'lower'/'higher') and our interval [lo, hi]; rule in the text."
+def verdict(claim, lo: float, hi: float, p_holm: float = math.nan, null: float = 0.0,
+            margin: float = EQUIVALENCE_MARGIN_PCT, discriminating: bool = True, alpha: float = 0.05) -> str:
+    "One of VERDICTS for a claimed effect (or 'lower'/'higher') and our family-wise interval [lo, hi]; rule in the text."
+    if not discriminating:
+        return "not tested in a discriminating regime"
     if not (np.isfinite(lo) and np.isfinite(hi)):
-        return "not tested"
+        return "inconclusive"
     if lo > hi:
         raise ValueError(f"interval [{lo}, {hi}] is reversed")
+    significant = bool(p_holm < alpha)
     if claim in ("lower", "higher"):
         below, above = hi < null, lo > null
         if (below and claim == "lower") or (above and claim == "higher"):
-            return "reproduced"
-        if below or above:
-            return "contradicted"
-        return "inconclusive"
+            return "reproduced" if significant else "inconclusive"
+        return "opposite sign" if below or above else "inconclusive"
     if claim == null:                           # a claim of no difference: equivalence within the margin
         if null - margin <= lo and hi <= null + margin:
-            return "reproduced"
-        if lo > null or hi < null:
-            return "contradicted"
-        return "inconclusive"
-    if not lo <= claim <= hi:
-        return "contradicted"
-    if lo <= null <= hi:
-        return "inconclusive"
-    return "reproduced"
+            return "reproduced" if significant else "inconclusive"
+        return "not reproduced at this scale" if lo > null or hi < null else "inconclusive"
+    s = 1 if claim > null else -1               # the claimed side; on it, x > 0 is "an effect like the paper's"
+    a, b = sorted((s * (lo - null), s * (hi - null)))
+    e = s * (claim - null)
+    if b < 0:
+        return "opposite sign"
+    if b < e:
+        return "not reproduced at this scale"
+    if a > 0:
+        return "reproduced" if significant else "inconclusive"
+    return "inconclusive"
+
+def tost_p(mean: float, sd: float, n: int, margin: float = EQUIVALENCE_MARGIN_PCT) -> float:
+    "Equivalence p (two one-sided t-tests) that a mean of n values with sd `sd` lies within ±margin."
+    if n < 2 or not (np.isfinite(mean) and np.isfinite(sd)) or sd <= 0:
+        return math.nan
+    se, df = sd / math.sqrt(n), n - 1
+    return float(max(stats.t.sf((mean + margin) / se, df), stats.t.cdf((mean - margin) / se, df)))
+
+def familywise_level(m: int, alpha: float = 0.05) -> float:
+    "The confidence level of each of m simultaneous intervals (Bonferroni): 1 - alpha/m."
+    return 1 - alpha / max(1, m)
 
 # %% ../nbs/07_stats.ipynb #c1580b1f
 def tokens_to_target(tokens, values, target: float, lower_is_better: bool = True) -> float:
@@ -382,3 +400,57 @@ def choose_setting(df: pd.DataFrame, setting: str, metric: str = "val_ppl", by: 
                      f"{metric}_mean": best, f"{metric}_std": m["std"].iloc[i], "n": int(m["count"].iloc[i]),
                      "margin_pct": 100 * (min(neighbours) / best - 1) if neighbours else float("nan")})
     return pd.DataFrame(rows)
+
+# %% ../nbs/07_stats.ipynb #5e1ec7b1
+def detectable_sd_ratio(n_a: int, n_b: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    "The smallest sd ratio s_b/s_a a two-sided F-test at `alpha` detects with `power` (normal data)."
+    if min(n_a, n_b) < 2:
+        return math.nan
+    d = (n_b - 1, n_a - 1)
+    return float(math.sqrt(stats.f.ppf(1 - alpha / 2, *d) / stats.f.ppf(1 - power, *d)))
+
+def sd_ratio_test(a, b, confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0, power: float = 0.8) -> dict:
+    "s_b/s_a with its percentile bootstrap interval (each group resampled within itself) and the detectable ratio."
+    a, b = _clean(a), _clean(b)
+    out = dict(n_a=len(a), n_b=len(b), std_ratio=math.nan, ci_low=math.nan, ci_high=math.nan,
+               detectable=detectable_sd_ratio(len(a), len(b), 1 - confidence, power), reason=_reason(a, b))
+    if out["reason"]:
+        return out
+    sa, sb = float(np.std(a, ddof=1)), float(np.std(b, ddof=1))
+    if sa == 0:
+        out["reason"] = "zero variance in the first group"
+        return out
+    rng = np.random.default_rng(seed)
+    ra = np.std(rng.choice(a, (n_boot, len(a))), axis=1, ddof=1)
+    rb = np.std(rng.choice(b, (n_boot, len(b))), axis=1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = rb / ra
+    r = r[np.isfinite(r)]                       # a resample of identical values has no spread: no ratio
+    q = (1 - confidence) / 2
+    out.update(std_ratio=sb / sa, ci_low=float(np.quantile(r, q)), ci_high=float(np.quantile(r, 1 - q)))
+    return out
+
+# %% ../nbs/07_stats.ipynb #5e1ec7b4
+def tokens_to_match(budgets, values, target: float) -> dict:
+    "Budget (tokens or seconds) at which end-of-schedule `values` reach `target`, log-log interpolated; see the text."
+    t, y = np.asarray(budgets, dtype=float).ravel(), np.asarray(values, dtype=float).ravel()
+    if t.shape != y.shape or len(t) < 2:
+        raise ValueError(f"need two or more budgets with one value each; got {len(t)} budgets, {len(y)} values")
+    o = np.argsort(t)
+    lt, ly, lz = np.log(t[o]), np.log(y[o]), math.log(target)
+    inside = [i for i in range(len(lt) - 1) if min(ly[i], ly[i + 1]) <= lz <= max(ly[i], ly[i + 1]) and ly[i] != ly[i + 1]]
+    i = inside[0] if inside else (0 if lz > ly[0] else len(lt) - 2)
+    slope = (lt[i + 1] - lt[i]) / (ly[i + 1] - ly[i]) if ly[i + 1] != ly[i] else math.nan
+    return dict(budget=float(math.exp(lt[i] + (lz - ly[i]) * slope)) if np.isfinite(slope) else math.nan,
+                extrapolated=not inside)
+
+def value_at(budgets, values, x: float) -> dict:
+    "The other direction: end-of-schedule `values` at budget `x`, log-log interpolated between the budgets around it."
+    t, y = np.asarray(budgets, dtype=float).ravel(), np.asarray(values, dtype=float).ravel()
+    if t.shape != y.shape or len(t) < 2:
+        raise ValueError(f"need two or more budgets with one value each; got {len(t)} budgets, {len(y)} values")
+    o = np.argsort(t)
+    lt, ly, lx = np.log(t[o]), np.log(y[o]), math.log(x)
+    i = int(np.clip(np.searchsorted(lt, lx) - 1, 0, len(lt) - 2))
+    return dict(value=float(math.exp(ly[i] + (lx - lt[i]) * (ly[i + 1] - ly[i]) / (lt[i + 1] - lt[i]))),
+                extrapolated=not lt[0] <= lx <= lt[-1])
