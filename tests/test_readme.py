@@ -1,21 +1,36 @@
-"""The README's Hugging Face example runs verbatim: the Python block under "### In a Hugging Face model"."""
+"""Every Python block of the README runs verbatim, in a fresh namespace, in the order it appears."""
 import re
 
 import pytest
 from conftest import ROOT
 
-HEADING = "### In a Hugging Face model"
+HF_HEADING = "### In a Hugging Face model"
 
 
-def readme_hf_block() -> str:
+def readme_blocks() -> list[tuple[str, str]]:
+    "(the heading above it, the code) for every ```python block of README.md."
     text = (ROOT / "README.md").read_text()
-    assert HEADING in text, f"README.md has no section {HEADING!r}"
-    m = re.search(r"```python\n(.*?)```", text.split(HEADING, 1)[1], re.S)
-    assert m, f"no ```python block under {HEADING!r} in README.md"
-    return m.group(1)
+    blocks, heading = [], "(top)"
+    for part in re.split(r"(```python\n.*?```)", text, flags=re.S):
+        if part.startswith("```python\n"):
+            blocks.append((heading, part[len("```python\n"):-3]))
+        else:
+            heads = re.findall(r"^#+ .*$", part, re.M)
+            heading = heads[-1] if heads else heading
+    return blocks
 
 
-def test_readme_hf_example_runs():
-    code = readme_hf_block()         # found even where transformers is absent: the README must keep it
-    pytest.importorskip("transformers", reason="the example needs the optional extra: pip install coupled_qk[hf]")
-    exec(compile(code, "README.md (In a Hugging Face model)", "exec"), {"__name__": "readme_hf"})
+BLOCKS = readme_blocks()
+
+
+def test_readme_has_its_examples():
+    "The method's snippet and the Hugging Face example are both there (the README must keep them)."
+    headings = [h for h, _ in BLOCKS]
+    assert HF_HEADING in headings and any("method" in h for h in headings), headings
+
+
+@pytest.mark.parametrize("heading,code", BLOCKS, ids=[f"{i}: {h.lstrip('# ')}" for i, (h, _) in enumerate(BLOCKS)])
+def test_readme_block_runs(heading, code):
+    if "transformers" in code:
+        pytest.importorskip("transformers", reason="the example needs the optional extra: pip install coupled_qk[hf]")
+    exec(compile(code, f"README.md ({heading})", "exec"), {"__name__": "readme"})

@@ -21,7 +21,7 @@ def test_artifact_notebook_has_parameters(nb):
 def test_every_artifact_has_a_notebook():
     from coupled_qk.registry import ARTIFACTS
 
-    assert len(ARTIFACTS) == 13
+    assert len(ARTIFACTS) == 14
     for a in ARTIFACTS.values():
         assert (ROOT / "nbs" / a.notebook).is_file(), a.notebook
 
