@@ -431,13 +431,17 @@ def sd_ratio_test(a, b, confidence: float = 0.95, n_boot: int = 10_000, seed: in
     return out
 
 # %% ../nbs/07_stats.ipynb #5e1ec7b4
-def tokens_to_match(budgets, values, target: float) -> dict:
-    "Budget (tokens or seconds) at which end-of-schedule `values` reach `target`, log-log interpolated; see the text."
+def _log_budgets(budgets, values) -> tuple[np.ndarray, np.ndarray]:
+    "log budgets (ascending) and the log values that go with them; two or more of each, one value per budget."
     t, y = np.asarray(budgets, dtype=float).ravel(), np.asarray(values, dtype=float).ravel()
     if t.shape != y.shape or len(t) < 2:
         raise ValueError(f"need two or more budgets with one value each; got {len(t)} budgets, {len(y)} values")
     o = np.argsort(t)
-    lt, ly, lz = np.log(t[o]), np.log(y[o]), math.log(target)
+    return np.log(t[o]), np.log(y[o])
+
+def tokens_to_match(budgets, values, target: float) -> dict:
+    "Budget (tokens or seconds) at which end-of-schedule `values` reach `target`, log-log interpolated; see the text."
+    (lt, ly), lz = _log_budgets(budgets, values), math.log(target)
     inside = [i for i in range(len(lt) - 1) if min(ly[i], ly[i + 1]) <= lz <= max(ly[i], ly[i + 1]) and ly[i] != ly[i + 1]]
     i = inside[0] if inside else (0 if lz > ly[0] else len(lt) - 2)
     slope = (lt[i + 1] - lt[i]) / (ly[i + 1] - ly[i]) if ly[i + 1] != ly[i] else math.nan
@@ -446,11 +450,7 @@ def tokens_to_match(budgets, values, target: float) -> dict:
 
 def value_at(budgets, values, x: float) -> dict:
     "The other direction: end-of-schedule `values` at budget `x`, log-log interpolated between the budgets around it."
-    t, y = np.asarray(budgets, dtype=float).ravel(), np.asarray(values, dtype=float).ravel()
-    if t.shape != y.shape or len(t) < 2:
-        raise ValueError(f"need two or more budgets with one value each; got {len(t)} budgets, {len(y)} values")
-    o = np.argsort(t)
-    lt, ly, lx = np.log(t[o]), np.log(y[o]), math.log(x)
+    (lt, ly), lx = _log_budgets(budgets, values), math.log(x)
     i = int(np.clip(np.searchsorted(lt, lx) - 1, 0, len(lt) - 2))
     return dict(value=float(math.exp(ly[i] + (lx - lt[i]) * (ly[i + 1] - ly[i]) / (lt[i + 1] - lt[i]))),
                 extrapolated=not lt[0] <= lx <= lt[-1])
