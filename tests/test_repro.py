@@ -113,12 +113,14 @@ def _committed_scales():
     reason="no committed figures/<scale>/runs/ yet: the cpu scale is regenerated with its run summaries"))])
 def test_committed_tables_redraw_identically(scale, tmp_path):
     """A clean clone redraws the committed main table, corpus table and claims table of `scale` from the committed
-    run summaries alone (no runs folder, no training), byte for byte. (The claims read every other artifact's
+    run summaries (and the committed benchmark) alone (no runs folder, no training), byte for byte. (The claims read every other artifact's
     summaries; `coupled-qk reproduce --redraw` redraws them all, which takes minutes more than this suite has.)"""
     import shutil
     from coupled_qk.runner import reproduce, unavailable
     figs = tmp_path / "figures"
     shutil.copytree(ROOT / "figures" / scale, figs / scale)
+    if (ROOT / "figures" / "benchmark").is_dir():        # the claims' equal-wall-clock rows read the committed benchmark
+        shutil.copytree(ROOT / "figures" / "benchmark", figs / "benchmark")
     committed = {p.relative_to(figs): p.read_bytes() for p in (figs / scale).rglob("*.csv")}
     made = [a for a in ("main_table", "corpus", "claims")
             if (ROOT / "figures" / scale / a).is_dir() and a not in unavailable([a], scale)]
