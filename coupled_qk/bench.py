@@ -46,7 +46,7 @@ MODES = ("eager", "bf16", "compile", "bf16+compile")
 
 @dataclass
 class BenchConfig:
-    shapes: tuple[str, ...] = ("cpu", "paper-60m")
+    shapes: tuple[str, ...] = ("small", "paper-60m")
     variants: tuple[str, ...] = VARIANTS
     modes: tuple[str, ...] = ("eager",)
     repeats: int = 3
@@ -75,11 +75,12 @@ class BenchConfig:
             for shape, v in getattr(self, k).items():
                 check_number(k, v, 1, integer=True)
 
-# (batch, sequence) per shape on CPU and on CUDA. CPU: the paper shape at sequence 256.
-DEFAULT_BATCH = {"cpu": {"smoke": 8, "cpu": 32, "paper-60m": 2, "paper-150m": 1, "paper-350m": 1},
-                 "cuda": {"smoke": 64, "cpu": 64, "paper-60m": 16, "paper-150m": 8, "paper-350m": 4}}
-DEFAULT_SEQ = {"cpu": {"smoke": 64, "cpu": 128, "paper-60m": 256, "paper-150m": 256, "paper-350m": 256},
-               "cuda": {"smoke": 64, "cpu": 128, "paper-60m": 1024, "paper-150m": 1024, "paper-350m": 1024}}
+# (batch, sequence) per shape on CPU and on CUDA, one entry for every preset. CPU: the cpu shape at the cpu
+# scale's batch 32, the paper shapes at sequence 256.
+DEFAULT_BATCH = {"cpu": {"smoke": 8, "cpu": 32, "small": 32, "paper-60m": 2, "paper-150m": 1, "paper-350m": 1},
+                 "cuda": {"smoke": 64, "cpu": 64, "small": 64, "paper-60m": 16, "paper-150m": 8, "paper-350m": 4}}
+DEFAULT_SEQ = {"cpu": {"smoke": 64, "cpu": 128, "small": 128, "paper-60m": 256, "paper-150m": 256, "paper-350m": 256},
+               "cuda": {"smoke": 64, "cpu": 128, "small": 128, "paper-60m": 1024, "paper-150m": 1024, "paper-350m": 1024}}
 
 # %% ../nbs/12_bench.ipynb #2baece29
 def _sync(device):
@@ -118,7 +119,8 @@ def memory_bandwidth(device: torch.device, dtype=torch.float32, n: int | None = 
 # %% ../nbs/12_bench.ipynb #7da368e4
 def _bs(cfg: BenchConfig, shape: str, device) -> tuple[int, int]:
     kind = "cuda" if device.type == "cuda" else "cpu"
-    return cfg.batch.get(shape, DEFAULT_BATCH[kind][shape]), cfg.seq_len.get(shape, DEFAULT_SEQ[kind][shape])
+    batch = cfg.batch[shape] if shape in cfg.batch else DEFAULT_BATCH[kind][shape]
+    return batch, cfg.seq_len[shape] if shape in cfg.seq_len else DEFAULT_SEQ[kind][shape]
 
 @contextmanager
 def as_reference(model: torch.nn.Module):

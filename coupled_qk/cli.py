@@ -243,7 +243,7 @@ def bench_main(argv: list[str] | None = None) -> int:
     from coupled_qk.model import PRESETS
     from coupled_qk.bench import COLUMNS, MODES, BenchConfig, run_bench, summarize, summarize_raw, write_bench
     p = Parser(prog="coupled-qk bench", description=bench_main.__doc__)
-    p.add_argument("--shapes", nargs="+", default=["cpu", "paper-60m"], help=f"model presets: {', '.join(PRESETS)}")
+    p.add_argument("--shapes", nargs="+", default=list(BenchConfig.shapes), help=f"model presets: {', '.join(PRESETS)} (default: {' '.join(BenchConfig.shapes)})")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), help=f"{', '.join(VARIANTS)}")
     p.add_argument("--modes", nargs="+", default=None, help=f"{', '.join(MODES)} (default: eager on CPU; eager, bf16, bf16+compile on CUDA)")
     p.add_argument("--repeats", type=int, default=3, help="measurements of each variant, interleaved (default 3)")

@@ -201,7 +201,8 @@ def dt_per_head(model: nn.Module) -> list[list[float]] | None:
 # %% ../nbs/02_model.ipynb #2673cc26
 PRESETS: dict[str, GPTConfig] = {
     "smoke":      GPTConfig(vocab_size=512,   seq_len=64,   d_model=64,   n_layers=2,  n_heads=2),
-    "cpu":        GPTConfig(vocab_size=4096,  seq_len=128,  d_model=128,  n_layers=4,  n_heads=4),
+    "cpu":        GPTConfig(vocab_size=1024,  seq_len=128,  d_model=64,   n_layers=2,  n_heads=2),
+    "small":      GPTConfig(vocab_size=4096,  seq_len=128,  d_model=128,  n_layers=4,  n_heads=4),
     "paper-60m":  GPTConfig(vocab_size=50257, seq_len=1024, d_model=512,  n_layers=11, n_heads=8),
     "paper-150m": GPTConfig(vocab_size=50257, seq_len=1024, d_model=768,  n_layers=16, n_heads=12),
     "paper-350m": GPTConfig(vocab_size=50257, seq_len=1024, d_model=1024, n_layers=24, n_heads=16),

@@ -31,12 +31,12 @@ __all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', '
            'train_step', 'result']
 
 # %% ../nbs/05_train.ipynb #f5b8d07a
-DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-4096"}      # others (the paper presets): gpt2
+DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-1024", "small": "bpe-4096"}      # others (the paper presets): gpt2
 DTYPES = ("auto", "float32", "bfloat16")
 MODEL_OVERRIDES = ("n_steps", "dt_init", "learn_dt", "subln_gain", "d_model", "n_layers", "n_heads", "seq_len", "positional", "dropout", "mlp_hidden")
 
-# Default budgets of the presets: a few minutes at smoke and cpu, the paper's token count at the paper's sizes.
-PRESET_BUDGETS = {"smoke": dict(max_steps=200), "cpu": dict(max_steps=2000)}
+# Default budgets of the presets: a few minutes at smoke, cpu and small, the paper's token count at the paper's sizes.
+PRESET_BUDGETS = {"smoke": dict(max_steps=200), "cpu": dict(max_steps=2000), "small": dict(max_steps=2000)}
 PAPER_TOKENS = 1_300_000_000
 
 @dataclass
@@ -45,7 +45,7 @@ class TrainConfig:
     preset: str = "smoke"              # model shape: a key of PRESETS
     variant: str = "standard"          # attention variant: one of VARIANTS
     corpus: str = "pydocs"             # the text: an embedded or hub corpus, pydocs@VERSION, NAME=PATH or a path
-    tokenizer: str | None = None       # None = the preset's (bytes at smoke, bpe-4096 at cpu, gpt2 at paper presets)
+    tokenizer: str | None = None       # None = the preset's (bytes at smoke, bpe-1024 at cpu, bpe-4096 at small, gpt2 at paper presets)
     seed: int = 0                      # one seed fixes the initial weights and the order of the batches
     # model overrides (None = the preset's value)
     n_steps: int | None = None         # integration steps of the coupled dynamics
