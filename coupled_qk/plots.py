@@ -87,19 +87,24 @@ class ArtifactWriter:
 # %% ../nbs/08_plots.ipynb #626b077f
 def curve_plot(df: pd.DataFrame, x: str, y: str, hue: str = "variant", ax=None, logy: bool = False,
                xlabel: str | None = None, ylabel: str | None = None, title: str | None = None):
-    "Mean ± sd over seeds of y against x, one line per `hue` (long-format df with a 'seed' column)."
+    "Mean ± sd over seeds of y against x, one line per `hue` (long-format df with a 'seed' column); variants by their display names."
     ax = ax or plt.subplots(figsize=(6, 4))[1]
     order = variant_order(df[hue]) if hue == "variant" else None
     sns.lineplot(df, x=x, y=y, hue=hue, hue_order=order, errorbar="sd", ax=ax,
                  palette=PALETTE if hue == "variant" else None)
+    if hue == "variant" and ax.get_legend() is not None:
+        h, l = ax.get_legend_handles_labels()
+        ax.legend(h, [LABELS.get(x, x) for x in l])
     if logy:
         ax.set_yscale("log")
     ax.set(xlabel=xlabel or x, ylabel=ylabel or y, title=title)
     return ax
 
 def bar_plot(df: pd.DataFrame, y: str, x: str = "variant", ax=None, ylabel: str | None = None,
-             title: str | None = None, ref: float | None = None, ref_label: str | None = None):
-    "Mean ± sd of `y` per `x` as bars, with each seed as a dot; `ref` draws a horizontal reference line."
+             title: str | None = None, ref: float | None = None, ref_label: str | None = None,
+             xlabel: str | None = None):
+    """Mean ± sd of `y` per `x` as bars, with each seed as a dot; `ref` draws a horizontal reference line.
+    With x = "variant" the bars are named by their display names (`LABELS`) and the axis by none (`xlabel` to set one)."""
     ax = ax or plt.subplots(figsize=(6, 4))[1]
     order = variant_order(df[x]) if x == "variant" else sorted(df[x].unique())
     pal = PALETTE if x == "variant" else None
@@ -109,8 +114,10 @@ def bar_plot(df: pd.DataFrame, y: str, x: str = "variant", ax=None, ylabel: str 
     if ref is not None:
         ax.axhline(ref, ls="--", color="gray", label=ref_label)
         ax.legend()
-    ax.set(xlabel=x, ylabel=ylabel or y, title=title)
-    ax.tick_params(axis="x", rotation=20)
+    if x == "variant":
+        ax.set_xticks(range(len(order)), [LABELS.get(v, v) for v in order])
+    ax.set(xlabel=xlabel if xlabel is not None else ("" if x == "variant" else x), ylabel=ylabel or y, title=title)
+    plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")   # long names: no overlap
     return ax
 
 # %% ../nbs/08_plots.ipynb #1bc23e8e
@@ -135,7 +142,7 @@ def paired_plot(df: pd.DataFrame, metric: str, baseline: str = "standard", group
         if isinstance(paper.get(g), (int, float)):
             ax.plot([i + 0.22], [paper[g]], "x", color="k", ms=8, mew=2, label="paper" if "paper" not in [h.get_label() for h in ax.lines] else None)
     ax.axhline(0, color="gray", lw=0.8)
-    ax.set_xticks(range(len(groups)), [LABELS.get(g, g) for g in groups], rotation=20)
+    ax.set_xticks(range(len(groups)), [LABELS.get(g, g) for g in groups], rotation=30, ha="right", rotation_mode="anchor")
     ax.set(ylabel=ylabel or f"{metric} vs {baseline} (%)", title=title)
     ax.legend(fontsize=8)
     return ax
