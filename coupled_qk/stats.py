@@ -18,7 +18,7 @@ __all__ = ['COMPARE_COLUMNS', 'PAIRED_COLUMNS', 'EQUIVALENCE_MARGIN_PCT', 'VERDI
            'hedges_j', 'effect_size', 'hedges_g', 'relative_change_ci', 'variance_ratio_test', 'holm',
            'comparison_groups', 'compare', 'mde', 'mean_test', 'paired_test', 'pair', 'compare_paired', 'verdict',
            'tost_p', 'familywise_level', 'tokens_to_target', 'tokens_to_target_ratio', 'choose_setting',
-           'detectable_sd_ratio', 'sd_ratio_test', 'tokens_to_match', 'value_at']
+           'detectable_sd_ratio', 'sd_ratio_test', 'tokens_to_match', 'value_at', 'last_quarter_gain']
 
 # %% ../nbs/07_stats.ipynb #744a14f7
 def _clean(x) -> np.ndarray:
@@ -454,3 +454,13 @@ def value_at(budgets, values, x: float) -> dict:
     i = int(np.clip(np.searchsorted(lt, lx) - 1, 0, len(lt) - 2))
     return dict(value=float(math.exp(ly[i] + (lx - lt[i]) * (ly[i + 1] - ly[i]) / (lt[i + 1] - lt[i]))),
                 extrapolated=not lt[0] <= lx <= lt[-1])
+
+# %% ../nbs/07_stats.ipynb #467df40a
+def last_quarter_gain(x, ppl) -> float:
+    "100 (ppl at the last x ≤ ¾ of the run - final ppl) / that ppl, in %: what the last quarter of training still bought."
+    x, ppl = np.asarray(x, float), np.asarray(ppl, float)
+    keep = np.isfinite(ppl)
+    o = np.argsort(x[keep], kind="stable")
+    x, ppl = x[keep][o], ppl[keep][o]
+    q = ppl[x <= 0.75 * x.max()][-1]
+    return float(100 * (q - ppl[-1]) / q)
