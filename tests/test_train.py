@@ -59,7 +59,7 @@ def test_cli_smoke_run(tmp_path, capsys):
 
 @pytest.mark.parametrize("args,needle", [
     (["--variant", "coupled"], "valid: standard, hamiltonian, euler, mlp_only, differential, coupled_differential"),
-    (["--preset", "tiny"], "valid: smoke, cpu, paper-60m"),
+    (["--preset", "tiny"], "valid: smoke, cpu, small, paper-60m"),
     (["--max-tokens", "100"], "one budget, not both"),
 ])
 def test_cli_rejects_bad_options(args, needle):
