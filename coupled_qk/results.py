@@ -11,7 +11,7 @@ from .settings import load_settings
 from .registry import Run, artifact_runs
 
 # %% auto #0
-__all__ = ['RESULT_KEYS', 'results', 'curves', 'bench_cost']
+__all__ = ['RESULT_KEYS', 'results', 'curves', 'bench_cost', 'match_budgets']
 
 # %% ../nbs/09c_results.ipynb #fa0e0742
 def _summary(run: Run, summaries: Path) -> dict | None:
@@ -68,3 +68,27 @@ def bench_cost(variant: str, name: str, figures_dir: Path | None = None, mode: s
     lo, hi = r.of_limit_lo * r.flop_limit, r.of_limit_hi * r.flop_limit     # the tokens/s ratio's paired interval
     return dict(cost=1 / r.tokens_per_s_ratio, cost_lo=1 / hi, cost_hi=1 / lo, shape=r["shape"], batch=int(r.batch),
                 seq=int(r.seq), n=int(r.n), source=str(p))
+
+# %% ../nbs/09c_results.ipynb #1fdf2824
+def match_budgets(se, variant: str, cost: float | None = None):
+    """Per run of `variant` in `se` (the runs of the sample-efficiency artifact: standard at several budgets), against
+    standard's budgets at its seed: the tokens standard needs to match it, and the change against standard at equal
+    wall-clock (standard given `cost` × its tokens; `cost` None: the recorded seconds). Seeds with fewer than two
+    standard budgets are left out."""
+    import math
+    import pandas as pd
+    from coupled_qk.stats import tokens_to_match, value_at
+    rows = []
+    for r in se[se.variant == variant].itertuples():
+        s_ = se[(se.variant == "standard") & (se.seed == r.seed)]
+        if len(s_) < 2:
+            continue
+        tok = tokens_to_match(s_.tokens_seen, s_.test_ppl, r.test_ppl)
+        at = (value_at(s_.tokens_seen, s_.test_ppl, r.tokens_seen * cost) if cost is not None else
+              value_at(s_.wall_clock_s, s_.test_ppl, r.wall_clock_s))
+        rows.append(dict(variant=variant, seed=r.seed, test_ppl=r.test_ppl, tokens=r.tokens_seen,
+                         standard_tokens_to_match=tok["budget"], tokens_ratio=tok["budget"] / r.tokens_seen,
+                         extrapolated=tok["extrapolated"], cost_per_token=math.nan if cost is None else cost,
+                         standard_ppl_at_equal_wall=at["value"], wall_extrapolated=at["extrapolated"],
+                         equal_wall_change_pct=100 * (r.test_ppl - at["value"]) / at["value"]))
+    return pd.DataFrame(rows)
