@@ -94,7 +94,7 @@ def curve_plot(df: pd.DataFrame, x: str, y: str, hue: str = "variant", ax=None, 
                  palette=PALETTE if hue == "variant" else None)
     if hue == "variant" and ax.get_legend() is not None:
         h, l = ax.get_legend_handles_labels()
-        ax.legend(h, [LABELS.get(x, x) for x in l])
+        ax.legend(h, [LABELS.get(name, name) for name in l])
     if logy:
         ax.set_yscale("log")
     ax.set(xlabel=xlabel or x, ylabel=ylabel or y, title=title)

@@ -223,7 +223,7 @@ def mde(se: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
     crit = stats.t.ppf(1 - alpha / 2, df)
     def shortfall(delta):          # the test's power at noncentrality delta, minus the power asked for; the lower
         return stats.nct.sf(crit, df, delta) + stats.nct.sf(crit, df, -delta) - power   # tail by symmetry (cdf underflows to nan)
-    central = crit + stats.t.ppf(power, df)     # the textbook answer: the exact one lies within a few % above it
+    central = crit + stats.t.ppf(power, df)     # the textbook answer; the exact one is 16 % above it at n = 2, 1 % at n = 5, within 0.03 % from n = 12
     return float(optimize.brentq(shortfall, 0.0, 4 * central) * se)
 
 def mean_test(d, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, power: float = 0.8) -> dict:
