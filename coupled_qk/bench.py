@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import resource
 import subprocess
@@ -38,8 +39,9 @@ from .provenance import git_revision, hardware
 __all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'SPEED_TARGET', 'MEMORY_TARGET', 'ROOFLINE_TARGET', 'COLUMNS', 'BenchConfig',
            'matmul_peak', 'memory_bandwidth', 'as_reference', 'count_cpu_flash_attention', 'train_step_flops',
            'saved_bytes', 'ByteCounter', 'step_bytes', 'live_peak', 'train_live_peak', 'count_step', 'cpu_peak_reset',
-           'cpu_peak', 'measure', 'isolated', 'measure_isolated', 'run_bench', 'roofline_seconds', 'summarize',
-           'paired_intervals', 'target_status', 'roofline_status', 'write_bench', 'write_summary', 'summarize_raw']
+           'cpu_peak', 'measure', 'free_memory', 'check_memory', 'isolated', 'measure_isolated', 'run_bench',
+           'roofline_seconds', 'summarize', 'paired_intervals', 'target_status', 'roofline_status', 'write_bench',
+           'write_summary', 'summarize_raw']
 
 # %% ../nbs/12_bench.ipynb #d65775f5
 MODES = ("eager", "bf16", "compile", "bf16+compile")
@@ -366,6 +368,25 @@ def measure(shape: str, variant: str, mode: str, batch: int, seq: int, warmup: i
     return dict(shape=shape, variant=variant, mode=mode, batch=batch, seq=seq, params=n_params(model),
                 tokens_per_s=batch * seq * steps / elapsed, step_s=elapsed / steps, peak_mem_mb=peak / 2**20,
                 compile_s=first_s - elapsed / steps)
+
+# %% ../nbs/12_bench.ipynb #bfdbec08
+def free_memory(device: torch.device) -> int:
+    "Bytes free on `device`: CUDA's free memory, or the machine's available physical memory."
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+def check_memory(cfg: BenchConfig, device: torch.device, free: int | None = None) -> None:
+    """Refuse, before anything is measured, a shape whose attention scores of one layer alone (batch × heads ×
+    seq_len², float32: what the reference and Differential paths hold) exceed the memory free on `device`."""
+    free = free_memory(device) if free is None else free
+    for shape in cfg.shapes:
+        b, t = _bs(cfg, shape, device)
+        need = b * PRESETS[shape].n_heads * t * t * 4
+        if need > free:
+            raise ValueError(f"shape {shape} at batch={b}, seq_len={t}: one layer's attention scores alone take "
+                             f"{need / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB free here; give a smaller "
+                             "seq_len or batch")
 
 # %% ../nbs/12_bench.ipynb #992e7eea
 def isolated(fn: str, **kw):

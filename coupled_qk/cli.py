@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse, configparser, dataclasses, datetime, inspect, io, logging, os, re, sys, time, tokenize, warnings
 from dataclasses import fields
 from pathlib import Path
-from .settings import UserError, load_settings, resolve_device
+from .settings import SettingsError, UserError, load_settings, resolve_device, writable_dir
 
 # %% auto #0
-__all__ = ['FLAG_WORDS', 'EXPECTED', 'COMMANDS', 'UsageError', 'Parser', 'field_docs', 'config_parser', 'config_from_args',
-           'field_flags', 'one_line', 'run_command', 'data_main', 'warn_lock_mismatch', 'train_main',
-           'run_config_command', 'mqar_main', 'glue_main', 'bench_main', 'reproduce_main', 'main']
+__all__ = ['FLAG_WORDS', 'EXPECTED', 'RESUMES', 'COMMANDS', 'UsageError', 'Parser', 'field_docs', 'config_parser',
+           'config_from_args', 'field_flags', 'one_line', 'run_command', 'data_main', 'warn_lock_mismatch',
+           'train_main', 'check_out', 'run_config_command', 'mqar_main', 'glue_main', 'bench_main', 'reproduce_main',
+           'main']
 
 # %% ../nbs/11_cli.ipynb #5be5c8f9
 class UsageError(UserError):
@@ -110,13 +111,17 @@ def run_command(prog: str, body, argv) -> int:
         print(f"{prog}: training diverged: {field_flags(one_line(e), _config_fields())}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted; finished work is kept, and the same command resumes where it stopped", file=sys.stderr)
+        print(f"{prog}: interrupted; finished work is kept, and {RESUMES.get(prog, 'the same command resumes where it stopped')}",
+              file=sys.stderr)
         return 130
+
+# How each command continues after Ctrl-C, where it is not simply "the same command".
+RESUMES = {"coupled-qk train": "the same command with --resume continues the run from its last checkpoint"}
 
 # %% ../nbs/11_cli.ipynb #e0a6b1a2
 def data_main(argv: list[str] | None = None) -> int:
     "`coupled-qk data prepare NAME [NAME...] [--tokenizer TOK] [--force]` and `coupled-qk data list`."
-    from coupled_qk.corpora import CORPORA, MANIFEST, check_corpus, prepare, read_manifest
+    from coupled_qk.corpora import CORPORA, MANIFEST, check_corpus, load_corpus, prepare, read_manifest
     from coupled_qk.documents import SPLITS
     from coupled_qk.tokens import TOKENIZERS, check_tokenizer, token_cache
     p = Parser(prog="coupled-qk data", description="Prepare and list corpora: `prepare` builds a corpus once per source "
@@ -142,16 +147,18 @@ def data_main(argv: list[str] | None = None) -> int:
             sz = " ".join(f"{s}={m['splits'][s]['docs']}docs/{m['splits'][s]['chars'] / 1e6:.2f}M" for s in SPLITS)
             print(f"  {n:12s} {m['kind']:8s} {m['fingerprint'][:12]}  {sz}")
         return 0
-    for tk in a.tokenizer:                   # every name checked before any corpus is built
-        check_tokenizer(tk)
+    for tk in a.tokenizer:                   # every name checked (GPT-2's files found) before any corpus is built
+        check_tokenizer(tk, available=True)
     for n in a.names:
         check_corpus(n)
     for n in a.names:
         t = datetime.datetime.now()
-        m = prepare(n, force=a.force)
+        prepare(n, force=a.force)
+        c = load_corpus(n)                   # by the name as given: the same corpus `train --corpus NAME` reads
         for tk in a.tokenizer:
             for s in SPLITS:
-                token_cache(m["name"], tk, s)
+                token_cache(c, tk, s)
+        m = c.meta
         print(f"{m['name']}: {sum(v['chars'] for v in m['splits'].values()) / 1e6:.1f}M chars, "
               f"fingerprint {m['fingerprint'][:12]} ({(datetime.datetime.now() - t).total_seconds():.1f} s)")
     return 0
@@ -188,6 +195,7 @@ def train_main(argv: list[str] | None = None) -> int:
     cfg = config_from_args(TrainConfig, a)
     resolve_device(cfg.device)
     out = a.out or default_run_dir("lm", cfg, int(os.environ.get("WORLD_SIZE", "1")))
+    check_out(out)
     held = [f for f in ("ckpt.pt", "result.json") if (out / f).exists()]
     if a.resume and a.overwrite:
         raise UsageError("coupled-qk train: --resume continues a run and --overwrite starts it afresh; give one")
@@ -205,18 +213,25 @@ def train_main(argv: list[str] | None = None) -> int:
         print(f"val ppl {res['val_ppl']:.3f}, test ppl {res['test_ppl']:.3f}; results in {out}")
     return 0
 
+def check_out(out: Path) -> None:
+    "--out names a run folder: a regular file there is one line, not the OS's 'File exists'."
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; give a folder for the run (it is made if needed)")
+
 def run_config_command(argv, cls, kind: str, description: str, choices: dict, run, summary) -> int:
     """The shape the `mqar` and `glue` commands share: options from the dataclass `cls`, `--out` and `--quiet`,
     one run by `run(cfg, out, quiet=..., wait=False)`, and one result line `summary(result)`."""
     from coupled_qk.runs import default_run_dir
     p = config_parser(cls, f"coupled-qk {kind}", description, choices)
     p.add_argument("--out", type=Path, default=None, help=f"run directory (default: runs_dir/{kind}/<run id>)")
+    p.add_argument("--overwrite", action="store_true", help="start afresh even if --out holds a finished run")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
     cfg = config_from_args(cls, a)
     resolve_device(cfg.device)
     out = a.out or default_run_dir(kind, cfg)
-    res = run(cfg, out, quiet=a.quiet, wait=False)
+    check_out(out)
+    res = run(cfg, out, quiet=a.quiet, wait=False, resume=not a.overwrite)
     print(f"{summary(res)}; results in {out}")
     return 0
 
@@ -241,7 +256,7 @@ def bench_main(argv: list[str] | None = None) -> int:
     "coupled-qk bench: measure every variant side by side and write the table."
     from coupled_qk.attention import VARIANTS
     from coupled_qk.model import PRESETS
-    from coupled_qk.bench import COLUMNS, MODES, BenchConfig, run_bench, summarize, summarize_raw, write_bench
+    from coupled_qk.bench import COLUMNS, MODES, BenchConfig, check_memory, run_bench, summarize, summarize_raw, write_bench
     p = Parser(prog="coupled-qk bench", description=bench_main.__doc__)
     p.add_argument("--shapes", nargs="+", default=list(BenchConfig.shapes), help=f"model presets: {', '.join(PRESETS)} (default: {' '.join(BenchConfig.shapes)})")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), help=f"{', '.join(VARIANTS)}")
@@ -275,11 +290,19 @@ def bench_main(argv: list[str] | None = None) -> int:
                           seq_len={s: a.seq for s in a.shapes} if a.seq is not None else {})
         if dev.type != "cuda" and any("bf16" in m for m in modes):
             raise ValueError("bf16 modes are measured on CUDA only; on this device use --modes eager (or compile)")
+        check_memory(cfg, dev)
     except ValueError as e:
         raise UsageError(field_flags(str(e), [f.name for f in fields(BenchConfig)]).replace("--seq-len", "--seq")) from None
+    out = a.out or load_settings().figures_dir / "benchmark" / dev.type
+    try:                                  # before measuring: a folder it cannot write loses no measurement
+        writable_dir(out, "figures_dir")
+        if not os.access(out, os.W_OK):
+            raise SettingsError(f"figures_dir {out}: not writable; set figures_dir in settings.ini (or "
+                                "COUPLED_QK_FIGURES_DIR) to a writable folder")
+    except SettingsError as e:
+        raise (UsageError(f"--out {out}: cannot write there; give a writable folder") if a.out else e) from None
     df = run_bench(cfg, progress=not a.quiet)
     summary = summarize(df)
-    out = a.out or load_settings().figures_dir / "benchmark" / dev.type
     write_bench(df, summary, out, cmd.strip())
     print(summary[COLUMNS].to_markdown(index=False, floatfmt=".3g"))
     print(f"\nwrote {out}/summary.md, summary.csv, raw.csv, provenance.json")

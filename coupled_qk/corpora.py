@@ -7,21 +7,22 @@ Documents, splits and local readers are the `documents` chapter's; the embedded 
 
 # %% ../nbs/03c_corpora.ipynb #939fdf1e
 from __future__ import annotations
-import datetime, hashlib, json, os, re, socket, sys, tempfile
+import datetime, hashlib, json, os, re, shutil, socket, sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
 from .settings import load_settings, ConfigError, writable_dir
-from .provenance import atomic_write
+from .provenance import (StateError, atomic_write, read_state, remove_stale_temporaries, temporary_name,
+                                   undo_on_failure)
 from .documents import (SPLITS, TEXT_COLUMNS, DataError, data_dir, file_sha256, hash_split, fingerprint,
                                   check_splits, quiet_datasets, read_local_corpus, wikitext_articles, local_files)
 from .embedded import EMBEDDED, PINS, drift, embedded_packages
 
 # %% auto #0
-__all__ = ['HUB_CORPORA', 'WIKITEXT103_TRAIN_CHARS', 'CORPORA', 'MANIFEST', 'hub_reachable', 'load_hub', 'build_hub',
-           'check_corpus', 'read_manifest', 'source_of', 'source_key', 'corpus_dir', 'known_fingerprint', 'prepare',
-           'warn', 'Corpus', 'load_corpus']
+__all__ = ['HUB_CORPORA', 'WIKITEXT103_TRAIN_CHARS', 'CORPORA', 'MANIFEST', 'LOCAL_NAME', 'hub_reachable', 'load_hub',
+           'build_hub', 'check_corpus', 'read_manifest', 'source_of', 'source_key', 'corpus_dir', 'corpus_mismatch',
+           'known_fingerprint', 'prepare', 'warn', 'Corpus', 'load_corpus']
 
 # %% ../nbs/03c_corpora.ipynb #d0caf37f
 HUB_CORPORA = {"wikitext103": ("hub_wikitext103", "local_wikitext103", "wikitext"),
@@ -102,10 +103,29 @@ def _wikitext_train_chars() -> int:
 # %% ../nbs/03c_corpora.ipynb #1a23f04e
 CORPORA = tuple(EMBEDDED) + tuple(HUB_CORPORA)
 MANIFEST = "manifest.json"
+LOCAL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,63}")
+
+def _local_spec(name: str) -> tuple[str, Path]:
+    "NAME and PATH of `NAME=PATH`, each checked: a plain name that no embedded corpus has, and a path."
+    n, p = name.split("=", 1)
+    if not LOCAL_NAME.fullmatch(n):
+        raise ConfigError(f"corpus={name}: {n!r} is not a plain name; give NAME=PATH with NAME a letter, then "
+                          "letters, digits, _ or - (e.g. mytext=PATH)", "corpus")
+    if n in EMBEDDED:
+        raise ConfigError(f"corpus={name}: {n!r} is an embedded corpus; give your text a name of its own "
+                          f"(e.g. my{n}=PATH), or use {n} alone for the embedded one", "corpus")
+    if not p.strip():
+        raise ConfigError(f"corpus={name}: no path after '='; give NAME=PATH", "corpus")
+    return n, Path(p).expanduser().resolve()
 
 def check_corpus(name: str) -> None:
     "Corpus names are CORPORA, `pydocs@VERSION`, `NAME=PATH` or a path; anything else is a one-line ConfigError."
-    if name in CORPORA or "=" in name or "/" in name or Path(name).expanduser().exists():
+    if name in CORPORA:
+        return
+    if "=" in name:
+        _local_spec(name)
+        return
+    if "/" in name or Path(name).expanduser().exists():
         return
     if "@" in name:
         embedded_packages(name)                  # a one-line DataError unless the name takes a version
@@ -113,24 +133,42 @@ def check_corpus(name: str) -> None:
     raise ConfigError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, pydocs@VERSION, NAME=PATH or a path",
                       "corpus")
 
-def read_manifest() -> dict:
-    "data/manifest.json: what was prepared, from which sources, with sizes and fingerprints."
-    p = load_settings().data_dir / MANIFEST
-    return json.loads(p.read_text()) if p.is_file() else {}
+def _manifest_path() -> Path:
+    return load_settings().data_dir / MANIFEST
 
-def _write_manifest(name: str, meta: dict):
+def read_manifest() -> dict:
+    """data/manifest.json: what was prepared, from which sources, with sizes and fingerprints. It only records
+    what each corpus's own meta.json holds, so an unreadable one is rebuilt from them (said in one line)."""
+    try:
+        return read_state(_manifest_path(), "", missing={})
+    except StateError as e:
+        warn(f"{e.args[0].split(';')[0]}; rebuilt from the prepared corpora's meta.json")
+        m = {}
+        for meta in sorted((load_settings().data_dir / "corpora").glob("*/meta.json")):
+            with_checks = _verified_meta(meta.parent)
+            if with_checks:
+                m[_manifest_key(with_checks)] = with_checks
+        atomic_write(_manifest_path(), json.dumps(m, indent=1, sort_keys=True))
+        return m
+
+def _manifest_key(meta: dict) -> str:
+    "The name a corpus is prepared by: its own, or `pydocs@VERSION` for an embedded corpus at another version."
+    n, emb = meta["name"], meta["source"].get("embedded")
+    return n if not emb or n not in PINS or emb == PINS[n].packages else f"{n}@{next(iter(emb.values()))}"
+
+def _write_manifest(meta: dict):
     from filelock import FileLock
-    p = data_dir() / MANIFEST
+    p = _manifest_path()
     with FileLock(str(p) + ".lock"):          # read-modify-write: one process at a time
         m = read_manifest()
-        m[name] = meta
+        m[_manifest_key(meta)] = meta
         atomic_write(p, json.dumps(m, indent=1, sort_keys=True))
 
 def _resolve(name: str) -> tuple[str, str, Path | None]:
     "(corpus name, kind, local path) for a name, `NAME=PATH` or a path; unknown names list the valid ones."
     if "=" in name:
-        n, p = name.split("=", 1)
-        return n, "local", Path(p).expanduser().resolve()
+        n, p = _local_spec(name)
+        return n, "local", p
     if name in EMBEDDED:
         return name, "embedded", None
     if name.split("@")[0] in EMBEDDED:
@@ -143,7 +181,8 @@ def _resolve(name: str) -> tuple[str, str, Path | None]:
         p = Path(name).expanduser().resolve()
         if not p.exists():
             raise DataError(f"local corpus path {p} does not exist")
-        return re.sub(r"[^A-Za-z0-9_\-]+", "_", p.stem.split(".")[0]), "local", p
+        n = re.sub(r"[^A-Za-z0-9_\-]+", "_", p.stem.split(".")[0]).strip("_-") or "local"
+        return (n if LOCAL_NAME.fullmatch(n) and n not in EMBEDDED else f"local-{n}"), "local", p
     raise DataError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, pydocs@VERSION, NAME=PATH, or a path to a "
                     ".txt/.jsonl/.parquet file or folder")
 
@@ -173,14 +212,41 @@ def corpus_dir(name: str, source: dict | None = None) -> Path:
     src = source or source_of(name)
     return load_settings().data_dir / "corpora" / f"{src['name']}-{source_key(src)[:12]}"
 
+def _file_check(f: Path) -> dict:
+    st = f.stat()
+    return {"bytes": st.st_size, "sha256": file_sha256(str(f), st.st_size, st.st_mtime_ns)}
+
+def corpus_mismatch(out: Path) -> str | None:
+    """Why the build in `out` cannot be used (no or an unreadable meta.json, a split file missing or not the size
+    and sha256 meta.json records), or None: it is whole."""
+    try:
+        meta = read_state(out / "meta.json", "")
+    except StateError:
+        return "has an unreadable meta.json"
+    if meta is None:
+        return "has no meta.json (an unfinished build)"
+    if "files" not in meta:
+        return "records no checksums of its split files (an older build)"
+    for s in SPLITS:
+        f = out / f"{s}.jsonl"
+        if not f.is_file():
+            return f"has no {f.name}"
+        if _file_check(f) != meta["files"][s]:
+            return f"has a {f.name} that is not the one its meta.json records (torn or edited)"
+    return None
+
+def _verified_meta(out: Path) -> dict | None:
+    "The meta.json of the whole build in `out`, or None."
+    return None if corpus_mismatch(out) else read_state(out / "meta.json", "")
+
 def known_fingerprint(name: str) -> str:
     """The fingerprint corpus `name` has here, without downloading anything: its prepared build's; for an
     embedded corpus not yet prepared, the pinned one; for a hub corpus not yet prepared, `unprepared:KEY`
     (a placeholder: prepare it before training); a local copy is prepared now."""
     src = source_of(name)
-    meta = corpus_dir(name, src) / "meta.json"
-    if meta.is_file():
-        return json.loads(meta.read_text())["fingerprint"]
+    meta = _verified_meta(corpus_dir(name, src))
+    if meta:
+        return meta["fingerprint"]
     n, kind, _ = _resolve(name)
     if kind == "embedded" and "@" not in name:
         return PINS[n].fingerprint
@@ -189,46 +255,65 @@ def known_fingerprint(name: str) -> str:
     return prepare(name)["fingerprint"]
 
 def prepare(name: str, force: bool = False, log=None) -> dict:
-    """Build corpus `name` into data/corpora once per source (reused afterwards) and record it in
-    data/manifest.json. A build whose text differs from the pinned one says so in one line (`log`, default stderr)."""
+    """Build corpus `name` into data/corpora once per source (reused afterwards, after checking its files against
+    its meta.json) and record it in data/manifest.json. A build whose text differs from the pinned one says so in
+    one line (`log`, default stderr); so does a build found torn, which is rebuilt."""
     from filelock import FileLock
     src = source_of(name)
     out = corpus_dir(name, src)
-    if (out / "meta.json").is_file() and not force:
-        return json.loads((out / "meta.json").read_text())
-    writable_dir(out.parent, "data_dir")
-    with FileLock(str(out) + ".lock"):        # one builder per source; a second process waits, then reuses
-        if (out / "meta.json").is_file() and not force:
-            return json.loads((out / "meta.json").read_text())
-        return _build(name, src, out, log)
+    if not force and (meta := _verified_meta(out)):
+        return meta
+    root, lock = load_settings().data_dir, out.with_name(out.name + ".lock")
+    with undo_on_failure(root, out.parent, lock):   # a refused build leaves data_dir as it found it
+        writable_dir(out.parent, "data_dir")
+        with FileLock(str(lock)):            # one builder per source; a second process waits, then reuses
+            if not force and (meta := _verified_meta(out)):
+                return meta
+            remove_stale_temporaries(out.parent, out.name)     # what a builder killed mid-build left
+            why = corpus_mismatch(out) if out.exists() and not force else None
+            if why:
+                (log or warn)(f"corpus {name}: {out} {why}; rebuilding it")
+            return _build(name, src, out, log)
 
 def _build(name: str, src: dict, out: Path, log) -> dict:
-    spec, (name, kind, path) = name, _resolve(name)
+    "Build into `.NAME-KEY.tmpPID` beside `out`, meta.json last, then rename it into place."
+    name, kind, path = _resolve(name)
     t0 = datetime.datetime.now()
-    with tempfile.TemporaryDirectory(dir=data_dir()) as work:
+    work = temporary_name(out)
+    try:
+        scratch = work / "scratch"                # downloads and datasets' Arrow tables: removed before the rename
+        scratch.mkdir(parents=True)
         if kind == "embedded":
-            docs, info = EMBEDDED[name](Path(work), src["embedded"])
+            docs, info = EMBEDDED[name](scratch, src["embedded"])
             splits = hash_split(docs)
         elif kind == "hub":
             splits, info = build_hub(name)
         else:
             style = HUB_CORPORA[name][2] if name in HUB_CORPORA else "paragraph" if Path(path).suffix in (".txt", "") else "line"
-            splits, info = read_local_corpus(path, style), {"sources": [str(path)]}
-    check_splits(splits, name)
-    out.mkdir(parents=True, exist_ok=True)
-    for s in SPLITS:
-        with open(out / f"{s}.jsonl", "w", encoding="utf-8") as fh:
-            for d in splits[s]:
-                fh.write(json.dumps(d, ensure_ascii=False) + "\n")
-    meta = {"name": name, "kind": kind, "fingerprint": fingerprint(splits), "source": src,
-            "splits": {s: {"docs": len(splits[s]), "chars": sum(map(len, splits[s]))} for s in SPLITS},
-            "prepared": t0.isoformat(timespec="seconds"),
-            "seconds": round((datetime.datetime.now() - t0).total_seconds(), 1), **info}
-    meta["drift"] = drift(meta)
+            splits, info = read_local_corpus(path, style, cache_dir=scratch), {"sources": [str(path)]}
+        check_splits(splits, name)
+        shutil.rmtree(scratch)
+        for s in SPLITS:
+            with open(work / f"{s}.jsonl", "w", encoding="utf-8") as fh:
+                for d in splits[s]:
+                    fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+        meta = {"name": name, "kind": kind, "fingerprint": fingerprint(splits), "source": src,
+                "splits": {s: {"docs": len(splits[s]), "chars": sum(map(len, splits[s]))} for s in SPLITS},
+                "files": {s: _file_check(work / f"{s}.jsonl") for s in SPLITS},
+                "prepared": t0.isoformat(timespec="seconds"),
+                "seconds": round((datetime.datetime.now() - t0).total_seconds(), 1), **info}
+        meta["drift"] = drift(meta)
+        atomic_write(work / "meta.json", json.dumps(meta, indent=1))      # written last: a finished build
+        if out.exists():                     # the old build (forced, or torn) makes way: renamed, then removed
+            old = out.with_name(f".{out.name}.tmp{os.getpid()}old")
+            os.rename(out, old)
+            shutil.rmtree(old)
+        os.rename(work, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     if meta["drift"]:
         (log or warn)(meta["drift"])
-    atomic_write(out / "meta.json", json.dumps(meta, indent=1))      # written last: a finished build
-    _write_manifest(spec, meta)          # pydocs@VERSION has its own entry
+    _write_manifest(meta)                # pydocs@VERSION has its own entry
     return meta
 
 def warn(msg: str) -> None:
@@ -252,8 +337,14 @@ class Corpus:
                ", ".join(f"{s}={len(v)} docs" for s, v in self.splits.items()) + ")"
 
 def load_corpus(name: str) -> Corpus:
-    "The corpus `name` (prepared on first use): documents of train/validation/test and its fingerprint."
+    """The corpus `name` (prepared on first use, checked against its meta.json): documents of train/validation/test
+    and its fingerprint, recomputed from the documents read."""
     meta = prepare(name)
     d = corpus_dir(name, meta["source"])
-    splits = {s: [json.loads(l) for l in open(d / f"{s}.jsonl", encoding="utf-8")] for s in SPLITS}
+    try:
+        splits = {s: [json.loads(line) for line in open(d / f"{s}.jsonl", encoding="utf-8")] for s in SPLITS}
+    except (OSError, ValueError):
+        splits = None
+    if splits is None or fingerprint(splits) != meta["fingerprint"]:   # changed after the check: never used as is
+        raise DataError(f"corpus {name}: {d} changed while it was read; run `coupled-qk data prepare {name} --force`")
     return Corpus(meta["name"], splits, meta["fingerprint"], meta)

@@ -6,7 +6,7 @@ formats) into documents. The embedded corpora (`embedded`) and the corpus regist
 
 # %% ../nbs/03a_documents.ipynb #d0c0a003
 from __future__ import annotations
-import functools, hashlib, json, re, sys
+import codecs, functools, hashlib, json, re, sys
 from pathlib import Path
 
 from .settings import load_settings, UserError, writable_dir
@@ -14,7 +14,7 @@ from .settings import load_settings, UserError, writable_dir
 # %% auto #0
 __all__ = ['SPLITS', 'TEXT_COLUMNS', 'DataError', 'doc_hash', 'split_of', 'hash_split', 'fingerprint', 'cap_docs',
            'wikitext_articles', 'pubmed_json_abstracts', 'blank_line_documents', 'data_dir', 'file_sha256',
-           'quiet_datasets', 'shared_sample', 'local_files', 'read_local_corpus', 'check_splits']
+           'quiet_datasets', 'shared_sample', 'local_files', 'check_text', 'read_local_corpus', 'check_splits']
 
 # %% ../nbs/03a_documents.ipynb #b38a3a11
 class DataError(UserError):
@@ -156,6 +156,47 @@ def local_files(path: Path) -> list[Path]:
             raise DataError(f"{f} is empty")
     return files
 
+def check_text(f: Path) -> None:
+    """Refuse, in one line naming the line, a file that is not UTF-8 text: NUL bytes (a binary file) or bytes
+    that do not decode. Read once, in blocks: hub-sized files never sit in memory."""
+    dec, line, at, nl = codecs.getincrementaldecoder("utf-8")("strict"), 1, 0, b"\n"
+    with open(f, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            if b"\0" in block:
+                nul = block.index(b"\0")
+                raise DataError(f"{f}: a NUL byte at line {line + block.count(nl, 0, nul):,}: a binary file, not "
+                                "text; give a UTF-8 text, JSON-lines or parquet file")
+            try:
+                dec.decode(block)
+            except UnicodeDecodeError as e:
+                bad = block[e.start:e.start + 1].hex()
+                raise DataError(f"{f}: not UTF-8 text (line {line + block.count(nl, 0, e.start):,}, byte "
+                                f"{at + e.start:,}: 0x{bad}); convert it first, e.g. iconv -f latin1 -t utf-8 "
+                                f"{f.name} > {f.stem}.utf8{f.suffix}") from None
+            line, at = line + block.count(nl), at + len(block)
+    try:
+        dec.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise DataError(f"{f}: not UTF-8 text (it ends inside a character, line {line:,}); convert it to UTF-8") from None
+
+def _check_json_lines(f: Path) -> None:
+    "Every line of a JSON-lines file a JSON object whose text fields are strings; else one line naming the first bad one."
+    with open(f, encoding="utf-8-sig") as fh:
+        for i, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{f}: line {i:,} is not JSON ({e.msg}); each line must be one JSON object") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{f}: line {i:,} is a JSON {type(row).__name__}, not an object like "
+                                '{"text": "..."}')
+            for col in TEXT_COLUMNS:
+                if col in row and not isinstance(row[col], str):
+                    kind = "null" if row[col] is None else type(row[col]).__name__
+                    raise DataError(f"{f}: line {i:,}: its {col!r} is {kind}, not a string; every text must be a string")
+
 def _is_pubmedqa_json(f: Path) -> bool:
     if f.suffix != ".json":
         return False
@@ -168,24 +209,28 @@ def _has_blank_line(f: Path) -> bool:
     with open(f, encoding="utf-8", errors="replace") as fh:
         return bool(re.search(r"\S[^\n]*\n[ \t\r]*\n[ \t\r]*\S", fh.read()))
 
-def _read_file_docs(f: Path, style: str) -> list[str]:
+def _read_file_docs(f: Path, style: str, cache_dir: Path | None = None) -> list[str]:
     "Documents of one local file, read through datasets' local builders (or the PubMedQA parser)."
     datasets = quiet_datasets()
+    builder = _EXT_BUILDER[f.suffix]
+    if builder != "parquet":
+        check_text(f)
+    if f.suffix == ".jsonl":
+        _check_json_lines(f)
     if _is_pubmedqa_json(f):
         return pubmed_json_abstracts(f)
-    builder = _EXT_BUILDER[f.suffix]
     kw = {}
     if builder == "text":
         # "paragraph" splits on blank lines, whitespace-only ones included (WikiText's " " lines), by the same rule
         # that chose the mode; WikiText is read line by line and regrouped into articles; a text file without any
         # blank line (PTB, one sentence a line) has one document per line. A UTF-8 byte-order mark is dropped.
         if style == "paragraph" and _has_blank_line(f):
-            return blank_line_documents(f.read_text(encoding="utf-8-sig", errors="replace"))
+            return blank_line_documents(f.read_text(encoding="utf-8-sig"))
         kw = dict(sample_by="line")
     try:
         # the Arrow cache is keyed by the file's content, so an edited file is never served from a stale cache
         st = f.stat()
-        cache = data_dir() / "hf_cache" / "local" / file_sha256(str(f), st.st_size, st.st_mtime_ns)[:16]
+        cache = Path(cache_dir or data_dir() / "hf_cache") / "local" / file_sha256(str(f), st.st_size, st.st_mtime_ns)[:16]
         ds = datasets.load_dataset(builder, data_files=str(f), split="train", cache_dir=str(cache), **kw)
     except Exception as e:
         raise DataError(f"{f}: could not be read as {builder} ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
@@ -193,6 +238,10 @@ def _read_file_docs(f: Path, style: str) -> list[str]:
     if col is None:
         raise DataError(f"{f}: no text column; expected one of {', '.join(TEXT_COLUMNS)}, found {', '.join(ds.column_names)}")
     rows = list(ds[col])
+    bad = next((i for i, r in enumerate(rows) if r is not None and not isinstance(r, str)), None)
+    if bad is not None:
+        raise DataError(f"{f}: row {bad + 1:,}: its {col!r} is {type(rows[bad]).__name__}, not a string; every text "
+                        "must be a string")
     if rows and isinstance(rows[0], str):
         rows[0] = rows[0].lstrip("\ufeff")
     missing = sum(r is None for r in rows)
@@ -202,17 +251,18 @@ def _read_file_docs(f: Path, style: str) -> list[str]:
         return wikitext_articles([r for r in rows if r is not None])
     return [r.strip("\n") for r in rows if r and r.strip()]
 
-def read_local_corpus(path: str | Path, style: str = "line") -> dict[str, list[str]]:
-    "Splits of a local corpus file or folder: official splits from file names where present, else by document hash."
+def read_local_corpus(path: str | Path, style: str = "line", cache_dir: Path | None = None) -> dict[str, list[str]]:
+    """Splits of a local corpus file or folder: official splits from file names where present, else by document
+    hash. `cache_dir`: where datasets' Arrow tables go (default data_dir/hf_cache)."""
     files = local_files(Path(path).expanduser())
     named = {f: _split_name(f) for f in files}
     if len(files) > 1 and all(named.values()) and set(named.values()) == set(SPLITS):
         out = {s: [] for s in SPLITS}
         for f in files:
-            out[named[f]] += _read_file_docs(f, style)
+            out[named[f]] += _read_file_docs(f, style, cache_dir)
     else:   # one file, unnamed files, or files that do not name all three splits (OpenWebText's hub copy has
             # train shards only): pooled and split by document hash, as the hub path splits them
-        out = hash_split(d for f in files for d in _read_file_docs(f, style))
+        out = hash_split(d for f in files for d in _read_file_docs(f, style, cache_dir))
     if not any(out.values()):
         raise DataError(f"{path} holds no text")
     return out

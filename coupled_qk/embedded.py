@@ -129,10 +129,13 @@ def drift(meta: dict) -> str | None:
 def embedded_packages(name: str) -> dict:
     """The Debian packages and versions embedded corpus `name` is built from: its pins, or for `pydocs@VERSION`
     that version of its one package (to measure, or reproduce, a point release's text on purpose)."""
-    base, _, version = name.partition("@")
+    base, at, version = name.partition("@")
     pinned = PINS[base].packages if base in PINS else {}
-    if not version:
+    if not at:
         return pinned
+    if not version:
+        raise DataError(f"corpus {name!r} names no version; give {base} for the pinned text, or {base}@VERSION "
+                        f"for another release's (e.g. pydocs@{PINS['pydocs'].packages['python3.11-doc']})")
     if len(pinned) != 1 or not re.fullmatch(r"[0-9A-Za-z.+:~\-]+", version):
         example = f"pydocs@{PINS['pydocs'].packages['python3.11-doc']}"
         raise DataError(f"corpus {name!r}: only an embedded corpus built from one Debian package takes @VERSION; "

@@ -293,9 +293,11 @@ def build_classifier(cfg: GlueConfig, n_labels: int):
         step = st["step"]
     return Classifier(gpt, n_labels, cfg.pooling), tok, lm, step
 
-def finetune(cfg: GlueConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True) -> dict:
-    "Fine-tune on `cfg.task`; write config.json, metrics.jsonl and result.json; return the result."
-    with open_run("glue", cfg, out_dir, wait=wait) as run:
+def finetune(cfg: GlueConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True,
+             resume: bool = True) -> dict:
+    """Fine-tune on `cfg.task`; write config.json, metrics.jsonl and result.json; return the result (a finished
+    run's is read back unless `resume` is False: then it is fine-tuned afresh)."""
+    with open_run("glue", cfg, out_dir, wait=wait, resume=resume) as run:
         return run.result if run.result is not None else _finetune(cfg, run, quiet)
 
 def _finetune(cfg: GlueConfig, run: OpenRun, quiet: bool) -> dict:

@@ -174,9 +174,11 @@ def _rank(r: dict) -> tuple:
     "Sort key of a learning rate's result: final accuracy first, then the fewest steps to each target."
     return (-r["test_acc"], *(r[f"steps_to_{t:g}"] or math.inf for t in reversed(TARGETS)), r["lr"])
 
-def train_mqar(cfg: MQARTrainConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True) -> dict:
-    "The learning-rate sweep of one MQAR experiment; writes metrics.jsonl and result.json; returns the result."
-    with open_run("mqar", cfg, out_dir, wait=wait) as run:
+def train_mqar(cfg: MQARTrainConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True,
+               resume: bool = True) -> dict:
+    """The learning-rate sweep of one MQAR experiment; writes metrics.jsonl and result.json; returns the result (a
+    finished run's is read back unless `resume` is False: then it is trained afresh)."""
+    with open_run("mqar", cfg, out_dir, wait=wait, resume=resume) as run:
         return run.result if run.result is not None else _train_mqar(cfg, run, quiet)
 
 def _train_mqar(cfg: MQARTrainConfig, run: OpenRun, quiet: bool) -> dict:

@@ -5,14 +5,14 @@ environment that made it, and files written so that no reader ever sees half of 
 
 # %% ../nbs/10b_provenance.ipynb #c8f6dc84
 from __future__ import annotations
-import contextlib, copy, functools, hashlib, importlib.metadata, os, platform, re, shutil, subprocess
+import contextlib, copy, functools, hashlib, importlib.metadata, json, os, platform, re, shutil, subprocess
 from pathlib import Path
-from .settings import load_settings
+from .settings import UserError, load_settings
 
 # %% auto #0
-__all__ = ['LOCK_DIR', 'CUDA_ONLY', 'ENV_PACKAGES', 'atomic_write', 'replacing', 'remove_stale_temporaries', 'git_revision',
-           'hardware', 'lock_variant', 'lock_path', 'locked_versions', 'installed_versions', 'lock_mismatch',
-           'environment_yml', 'environment']
+__all__ = ['LOCK_DIR', 'CUDA_ONLY', 'ENV_PACKAGES', 'atomic_write', 'temporary_name', 'replacing', 'remove_stale_temporaries',
+           'undo_on_failure', 'StateError', 'read_state', 'git_revision', 'hardware', 'lock_variant', 'lock_path',
+           'locked_versions', 'installed_versions', 'lock_mismatch', 'environment_yml', 'environment']
 
 # %% ../nbs/10b_provenance.ipynb #89426e5b
 def atomic_write(path: Path, data: bytes | str) -> None:
@@ -22,24 +22,57 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         fh.flush()
         os.fsync(fh.fileno())
 
+def temporary_name(path: Path) -> Path:
+    "`.NAME.tmpPID` beside `path`: where this process writes `path` before it is put in place."
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
 @contextlib.contextmanager
 def replacing(path: Path):
     """Yield a temporary path beside `path`; when the block succeeds it atomically replaces `path`, when it
-    fails it is removed. (A process killed mid-write leaves `.NAME.tmpPID`, which `stale_temporaries` finds.)"""
+    fails it is removed. (A process killed mid-write leaves `.NAME.tmpPID`, which `remove_stale_temporaries` finds.)"""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = temporary_name(path)
     try:
         yield tmp
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
-def remove_stale_temporaries(folder: Path) -> list[Path]:
-    "Remove what writers killed mid-write left in `folder` (call it while holding the folder's lock)."
-    stale = list(Path(folder).glob(".*.tmp[0-9]*"))
+def remove_stale_temporaries(folder: Path, name: str = "*") -> list[Path]:
+    """Remove what writers killed mid-write left in `folder` (`.NAME.tmpPID` files and folders; `name` narrows it
+    to one target). Call it while holding the lock that every writer of those targets holds."""
+    stale = list(Path(folder).glob(f".{name}.tmp[0-9]*"))
     for f in stale:
-        f.unlink(missing_ok=True)
+        shutil.rmtree(f, ignore_errors=True) if f.is_dir() and not f.is_symlink() else f.unlink(missing_ok=True)
     return stale
+
+@contextlib.contextmanager
+def undo_on_failure(*paths: Path):
+    """On failure, remove those of `paths` (outermost first) that did not exist before the block: files, and
+    folders once empty. A refused command leaves no lock or empty folder behind."""
+    new = [Path(p) for p in paths if not os.path.lexists(p)]
+    try:
+        yield
+    except BaseException:
+        for p in reversed(new):
+            with contextlib.suppress(OSError):
+                p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
+        raise
+
+class StateError(UserError):
+    "A state file the project wrote cannot be read back (torn, truncated or edited): the message names it and the fix."
+
+def read_state(path: Path, fix: str, missing=None):
+    "A JSON state file's content (`missing` when there is none); unreadable, a one-line StateError that says `fix`."
+    p = Path(path)
+    if not p.is_file():
+        return missing
+    try:
+        return json.loads(p.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        where = f" at byte {e.pos}" if isinstance(e, json.JSONDecodeError) else ""
+        raise StateError(f"{p} is not valid JSON{where} (torn, truncated or edited); {fix}") from None
 
 # %% ../nbs/10b_provenance.ipynb #1877c40d
 def git_revision(root: Path | None = None, outputs: Path | None = None) -> str:

@@ -5,13 +5,14 @@ named by it, one writer at a time, the metrics it logs, and checkpoints that res
 
 # %% ../nbs/05a_runs.ipynb #7a0e0003
 from __future__ import annotations
-import contextlib, dataclasses, hashlib, json, pickle, random, shutil, zipfile
+import contextlib, dataclasses, hashlib, json, pickle, random, shutil, sys, zipfile
 from dataclasses import asdict
 from pathlib import Path
 import numpy as np
 import torch
 from .settings import load_settings, UserError
-from .provenance import atomic_write, replacing, remove_stale_temporaries
+from .provenance import (StateError, atomic_write, read_state, replacing, remove_stale_temporaries,
+                                   undo_on_failure)
 
 # %% auto #0
 __all__ = ['NON_RESULT_FIELDS', 'LATER_FIELDS', 'config_hash', 'run_id', 'default_run_dir', 'rng_state', 'set_rng_state',
@@ -174,11 +175,17 @@ class OpenRun:
         return res
 
 def finished_result(out: Path, chash: str) -> dict | None:
-    "The result.json in `out`, checked to be this run's (a one-line CheckpointError if not); None if unfinished."
+    """The result.json in `out`, checked to be this run's (a one-line CheckpointError if not); None if unfinished,
+    or if it is unreadable (torn or edited: it is removed, and the trainer finishes the run again from its checkpoint)."""
     p = Path(out) / "result.json"
-    if not p.is_file():
+    try:
+        res = read_state(p, "")
+    except StateError as e:      # a result is rebuilt from the run's checkpoint: the run is finished again
+        print(f"{e.args[0].split(';')[0]}; the run is finished again from its checkpoint", file=sys.stderr, flush=True)
+        p.unlink(missing_ok=True)
         return None
-    res = json.loads(p.read_text())
+    if res is None:
+        return None
     check_same_run(p, res.get("config_hash"), chash)
     return res
 
@@ -195,16 +202,18 @@ def open_run(kind: str, cfg, out_dir: Path | str | None = None, *, wait: bool = 
     if resume:
         finished_result(out, chash)                   # another run's folder is refused before anything is made
     created = not out.exists()
-    try:
-        with run_lock(out, wait) if main else contextlib.nullcontext(out):
-            done = finished_result(out, chash) if resume else None   # again, under the lock: it is authoritative
-            run = OpenRun(out, kind, chash, device, done, main)
-            if done is None and main:
-                atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash,
-                                                                  world_size=world_size), indent=1))
-            yield run
-    except BaseException:
-        # a run refused or stopped before it wrote anything (its data, its checkpoint to start from) leaves nothing
-        if created and main and not any((out / f).exists() for f in ("ckpt.pt", "metrics.jsonl", "result.json")):
-            shutil.rmtree(out, ignore_errors=True)
-        raise
+    # a run refused or stopped before it wrote anything (its data, its checkpoint to start from) leaves nothing,
+    # not even the folders above it that it made (runs_dir/<kind>)
+    with undo_on_failure(*[p for p in reversed(out.parents) if not p.exists()]):
+        try:
+            with run_lock(out, wait) if main else contextlib.nullcontext(out):
+                done = finished_result(out, chash) if resume else None   # again, under the lock: it is authoritative
+                run = OpenRun(out, kind, chash, device, done, main)
+                if done is None and main:
+                    atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash,
+                                                                      world_size=world_size), indent=1))
+                yield run
+        except BaseException:
+            if created and main and not any((out / f).exists() for f in ("ckpt.pt", "metrics.jsonl", "result.json")):
+                shutil.rmtree(out, ignore_errors=True)
+            raise

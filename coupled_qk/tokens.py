@@ -5,14 +5,15 @@ are verified before use, and the batches the trainer draws from them."""
 
 # %% ../nbs/03d_tokens.ipynb #9f6177ca
 from __future__ import annotations
-import json, re
+import json, os, re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .settings import load_settings, ConfigError
-from .provenance import atomic_write, replacing
+from .provenance import (StateError, atomic_write, read_state, remove_stale_temporaries, replacing,
+                                   undo_on_failure)
 from .documents import SPLITS, DataError, data_dir, file_sha256
 from .corpora import CORPORA, Corpus, load_corpus, warn
 
@@ -28,8 +29,11 @@ GPT2_VOCAB = 50257
 TOKENIZERS = ("gpt2", "bpe-N (e.g. bpe-8192)", "bytes")
 BPE_MAX = 65_536
 
-def check_tokenizer(name: str) -> None:
-    "A one-line ConfigError unless `name` is gpt2, bytes or bpe-N."
+def check_tokenizer(name: str, available: bool = False) -> None:
+    """A one-line ConfigError unless `name` is gpt2, bytes or bpe-N; with `available`, GPT-2's files are loaded now
+    too (a missing folder or no network is one line before any corpus is built)."""
+    if available and name == "gpt2":
+        gpt2_tokenizer()
     m = re.fullmatch(r"bpe-(\d+)", name)
     if name in ("gpt2", "bytes") or (m and 258 <= int(m.group(1)) <= BPE_MAX):
         return
@@ -54,16 +58,17 @@ class TextTokenizer:
         return self._encode_batch(texts) if self._encode_batch else [self._encode(t) for t in texts]
 
 def gpt2_tokenizer(folder: str | Path | None = None) -> TextTokenizer:
-    "The exact GPT-2 tokenizer, offline from `folder` (default: the gpt2_dir setting)."
-    folder = Path(folder or load_settings().gpt2_dir or "")
-    tk, vj, mg = folder / "r50k_base.tiktoken", folder / "vocab.json", folder / "merges.txt"
+    """The exact GPT-2 tokenizer: offline from `folder` (default: the gpt2_dir setting) when one is given, else
+    tiktoken's `gpt2` encoding, cached under data_dir/tiktoken (downloaded once, with a network)."""
+    folder = folder or load_settings().gpt2_dir
+    folder = Path(folder) if folder else None
+    tk, vj, mg = ((folder / f for f in ("r50k_base.tiktoken", "vocab.json", "merges.txt")) if folder else (Path("-"),) * 3)
     if tk.is_file():
         import tiktoken
         from tiktoken.load import load_tiktoken_bpe
         enc = tiktoken.Encoding(name="gpt2", pat_str=R50K_PATTERN, mergeable_ranks=load_tiktoken_bpe(str(tk)),
                                 special_tokens={EOT: 50256})
-        tok = TextTokenizer("gpt2", enc.n_vocab, enc.eot_token, enc.encode_ordinary, enc.decode,
-                            lambda ts: enc.encode_ordinary_batch(ts, num_threads=2))
+        tok = _tiktoken(enc)
     elif vj.is_file() and mg.is_file():
         from tokenizers import Tokenizer, models, pre_tokenizers, decoders
         t = Tokenizer(models.BPE.from_file(str(vj), str(mg)))
@@ -72,12 +77,37 @@ def gpt2_tokenizer(folder: str | Path | None = None) -> TextTokenizer:
         tok = TextTokenizer("gpt2", t.get_vocab_size(), t.token_to_id(EOT), lambda s: t.encode(s).ids,
                             lambda ids: t.decode(ids, skip_special_tokens=False),
                             lambda ts: [e.ids for e in t.encode_batch(ts)])
+    elif folder is not None:
+        raise DataError(f"GPT-2 tokenizer files not found in {folder} (need r50k_base.tiktoken, or vocab.json + "
+                        "merges.txt); set gpt2_dir in settings.ini or COUPLED_QK_GPT2_DIR to such a folder (empty: "
+                        "tiktoken's gpt2 encoding), or use the tokenizer bpe-8192 or bytes")
     else:
-        raise DataError(f"GPT-2 tokenizer files not found in {folder} (need r50k_base.tiktoken, or vocab.json + merges.txt); "
-                        "set gpt2_dir in settings.ini or COUPLED_QK_GPT2_DIR, or use the tokenizer bpe-8192 or bytes")
+        tok = _tiktoken(_tiktoken_gpt2())
     if tok.vocab_size != GPT2_VOCAB:
-        raise DataError(f"GPT-2 tokenizer in {folder} has {tok.vocab_size} tokens, expected {GPT2_VOCAB}: incomplete files")
+        raise DataError(f"GPT-2 tokenizer from {folder or 'tiktoken'} has {tok.vocab_size} tokens, expected "
+                        f"{GPT2_VOCAB}: incomplete files")
     return tok
+
+def _tiktoken(enc) -> TextTokenizer:
+    return TextTokenizer("gpt2", enc.n_vocab, enc.eot_token, enc.encode_ordinary, enc.decode,
+                         lambda ts: enc.encode_ordinary_batch(ts, num_threads=2))
+
+def _tiktoken_gpt2():
+    "tiktoken's `gpt2` encoding, its files cached under data_dir/tiktoken; offline without them, one line."
+    import tiktoken
+    root = load_settings().data_dir
+    cache, before = root / "tiktoken", os.environ.get("TIKTOKEN_CACHE_DIR")
+    with undo_on_failure(root, cache):
+        cache.mkdir(parents=True, exist_ok=True)
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+        try:
+            return tiktoken.get_encoding("gpt2")
+        except Exception as e:              # offline: requests' ConnectionError; a bad download: its hash check
+            raise DataError(f"GPT-2 tokenizer: tiktoken could not fetch its gpt2 files into {cache} ({type(e).__name__}: "
+                            "no network?); set gpt2_dir in settings.ini or COUPLED_QK_GPT2_DIR to a folder holding "
+                            "r50k_base.tiktoken (or vocab.json + merges.txt), or use the tokenizer bpe-8192 or bytes") from None
+        finally:
+            os.environ.pop("TIKTOKEN_CACHE_DIR") if before is None else os.environ.update(TIKTOKEN_CACHE_DIR=before)
 
 def byte_tokenizer() -> TextTokenizer:
     "The 256 byte values, plus end-of-text = 256."
@@ -139,33 +169,45 @@ def token_cache(corpus: str | Corpus, tokenizer: str | TextTokenizer, split: str
            (tok.name + (f"-{tok.fingerprint[:16]}" if tok.fingerprint else ""))
     dtype = np.uint16 if tok.vocab_size <= 65536 else np.uint32
     path = tdir / f"{split}.bin"
-    why = cache_mismatch(path) if path.is_file() else None
-    if why:
-        warn(f"token cache {path} {why}; rebuilding it")
-        path.unlink()
-    if not path.is_file():
+    if not path.is_file() or cache_mismatch(path):
+        from filelock import FileLock
         tdir.mkdir(parents=True, exist_ok=True)
-        docs = corpus[split]
-        with replacing(path) as tmp, open(tmp, "wb") as fh:   # in chunks: hub-sized corpora never sit in memory
-            for i in range(0, len(docs), 2048):
-                for x in tok.encode_batch(docs[i:i + 2048]):
-                    np.asarray(x + [tok.eot_id], dtype=dtype).tofile(fh)
-        st = path.stat()
-        atomic_write(path.with_suffix(".json"), json.dumps(dict(
-            bytes=st.st_size, tokens=st.st_size // np.dtype(dtype).itemsize, dtype=np.dtype(dtype).name,
-            sha256=file_sha256(str(path), st.st_size, st.st_mtime_ns), corpus=corpus.name,
-            corpus_fingerprint=corpus.fingerprint, tokenizer=tok.name, split=split), indent=1))
+        with FileLock(str(tdir / ".lock")):    # one writer per cache folder; a second process waits, then reuses
+            remove_stale_temporaries(tdir)      # what a writer killed mid-write left
+            why = cache_mismatch(path) if path.is_file() else None
+            if why:
+                warn(f"token cache {path} {why}; rebuilding it")
+                path.unlink()
+            if not path.is_file():
+                _write_cache(path, corpus, tok, split, dtype)
     if path.stat().st_size == 0:
         return np.zeros(0, dtype=dtype)   # an empty split cannot be memory-mapped
     return np.memmap(path, dtype=dtype, mode="r")
 
+def _write_cache(path: Path, corpus: Corpus, tok: TextTokenizer, split: str, dtype) -> None:
+    docs = corpus[split]
+    with replacing(path) as tmp, open(tmp, "wb") as fh:   # in chunks: hub-sized corpora never sit in memory
+        for i in range(0, len(docs), 2048):
+            for x in tok.encode_batch(docs[i:i + 2048]):
+                np.asarray(x + [tok.eot_id], dtype=dtype).tofile(fh)
+    st = path.stat()
+    atomic_write(path.with_suffix(".json"), json.dumps(dict(
+        bytes=st.st_size, tokens=st.st_size // np.dtype(dtype).itemsize, dtype=np.dtype(dtype).name,
+        sha256=file_sha256(str(path), st.st_size, st.st_mtime_ns), corpus=corpus.name,
+        corpus_fingerprint=corpus.fingerprint, tokenizer=tok.name, split=split), indent=1))
+
 def cache_mismatch(path: Path) -> str | None:
-    """Why the token cache `path` cannot be trusted (no manifest, another size, another checksum), or None.
-    The checksum is computed once per process for each size and modification time."""
-    man = path.with_suffix(".json")
-    if not man.is_file():
+    """Why the token cache `path` cannot be trusted (no manifest, an unreadable one, another size, another
+    checksum), or None. The checksum is computed once per process for each size and modification time."""
+    try:
+        want = read_state(path.with_suffix(".json"), "")
+    except StateError:
+        return "has an unreadable manifest"
+    if not path.is_file():
+        return "is missing"
+    if want is None:
         return "has no manifest"
-    want, st = json.loads(man.read_text()), path.stat()
+    st = path.stat()
     if st.st_size != want["bytes"]:
         return f"holds {st.st_size:,} bytes where its manifest says {want['bytes']:,}"
     if file_sha256(str(path), st.st_size, st.st_mtime_ns) != want["sha256"]:

@@ -221,6 +221,7 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = Tr
     `stop_at`: stop after this step with the checkpoint written, as if interrupted (result {} then).
     One process writes a run: another one waits for it (`wait`) or fails at once with RunBusy."""
     d, device = init_dist(resolve_device(cfg.device))
+    check_tokenizer(cfg.tokenizer, available=True)   # GPT-2's files first: a corpus is not built for nothing
     prepare(cfg.corpus)                     # the corpus's fingerprint is part of the run's identity
     out, chash = Path(out_dir) if out_dir else default_run_dir("lm", cfg, d.world_size), config_hash(cfg)
     # what can be checked is checked before any folder is made: the run in `out`, then the data's size
