@@ -8,11 +8,11 @@ from __future__ import annotations
 import json, os
 from pathlib import Path
 from .settings import load_settings, ConfigError, SettingsError, check_choice
-from .provenance import atomic_write
+from .provenance import atomic_write, read_state
 
 # %% auto #0
-__all__ = ['EXECUTORS', 'slurm_parameters', 'LocalPool', 'SubmititPool', 'JobHandle', 'check_executor', 'make_executor',
-           'distributed_env', 'Checkpointable']
+__all__ = ['EXECUTORS', 'ACTIVE', 'REFUSALS', 'slurm_parameters', 'LocalPool', 'use_squeue', 'sbatch_refusal', 'check_sbatch',
+           'SubmititPool', 'JobHandle', 'check_executor', 'make_executor', 'distributed_env', 'Checkpointable']
 
 # %% ../nbs/09d_executors.ipynb #14ae590c
 EXECUTORS = ("local", "slurm", "submitit-local")
@@ -32,7 +32,7 @@ def slurm_parameters(st=None, gpus: int | None = None) -> dict:
     """submitit's AutoExecutor parameters from the `slurm_*` settings: one task per GPU on one node (a run with
     more than one GPU trains data-parallel, one process per GPU), the time limit, and any extra sbatch options."""
     st = st or load_settings()
-    gpus = _int_setting(st, "slurm_gpus_per_run") if gpus is None else gpus
+    gpus = _int_setting(st, "slurm_gpus_per_run", low=0) if gpus is None else gpus
     p = dict(nodes=1, gpus_per_node=gpus, tasks_per_node=max(1, gpus), cpus_per_task=_int_setting(st, "slurm_cpus_per_run"),
              mem_gb=_int_setting(st, "slurm_mem_gb"), timeout_min=_int_setting(st, "slurm_time_min"))
     for key in ("partition", "account", "qos"):
@@ -64,23 +64,93 @@ class LocalPool:
         self.pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_worker_init)
     def submit(self, call, key: str):
         return self.pool.submit(call)
+    def submit_all(self, items: list) -> list:
+        return [self.submit(call, key) for call, key in items]
     def running(self) -> dict:
         return {}
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
+# Job states without accounting: submitit reads them with `sacct`, which fails where the cluster keeps no accounting
+# database; squeue answers on every cluster. A job squeue no longer lists has ended (its result file says how).
+ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
+          "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "PREEMPTED", "UNKNOWN")
+
+def use_squeue() -> None:
+    """Have submitit's Slurm jobs read their states from squeue: its class-wide watcher (every Slurm job of this process,
+    job arrays included, shares it) is replaced once by one that asks squeue for this user's jobs."""
+    import submitit
+    from submitit.slurm.slurm import SlurmInfoWatcher
+    if getattr(submitit.SlurmJob.watcher, "squeue", False):
+        return
+    class SqueueWatcher(SlurmInfoWatcher):
+        squeue = True
+        def _make_command(self):
+            if not self._registered - self._finished:
+                return None
+            return ["squeue", "--me", "--array", "--states=all", "--noheader", "--format=%i|%T|%N|%r"]
+        def read_info(self, string) -> dict:
+            text = string.decode() if isinstance(string, bytes) else string
+            info = super().read_info("JobID|State|NodeList|Reason\n" + text)
+            return {**{j: {"State": "ENDED"} for j in self._registered}, **info}
+        def is_done(self, job_id: str, mode: str = "standard") -> bool:
+            return self.get_state(job_id, mode=mode).upper() not in ACTIVE
+    submitit.SlurmJob.watcher = SqueueWatcher(delay_s=30)
+
+# sbatch's refusals, by the setting that causes them (first match wins)
+REFUSALS = (("gres", "slurm_gpus_per_run", "the cluster has no such GPU resources; on a CPU partition set slurm_gpus_per_run = 0, "
+             "or set slurm_partition to a GPU partition"),
+            ("time limit", "slurm_time_min", "set slurm_time_min at or under the partition's limit (`sinfo -o '%P %l'`); "
+             "longer runs are requeued and resume"),
+            ("account", "slurm_account", "set slurm_account to one of yours (`sacctmgr show assoc user=$USER`), or leave it empty"),
+            ("qos", "slurm_qos", "set slurm_qos to one you may use, or leave it empty"),
+            ("partition", "slurm_partition", "set slurm_partition to one `sinfo` lists, or leave it empty for the default"),
+            ("memory", "slurm_mem_gb", "set slurm_mem_gb to what a node of the partition has (`sinfo -o '%P %m'`, in MB)"),
+            ("processors", "slurm_cpus_per_run", "set slurm_cpus_per_run to what a node of the partition has (`sinfo -o '%P %c'`)"),
+            ("node configuration", "slurm_cpus_per_run", "no node of the partition has that many CPUs, that much memory "
+             "or those GPUs: lower slurm_cpus_per_run, slurm_mem_gb or slurm_gpus_per_run"))
+
+def sbatch_refusal(text: str) -> SettingsError:
+    "sbatch's error output as one line naming the setting to change."
+    errors = [x.split("error:", 1)[1].strip() for x in text.splitlines() if "error:" in x] or [" ".join(text.split())[:300]]
+    why = "; ".join(dict.fromkeys(e.removeprefix("Batch job submission failed: ") for e in errors))
+    for needle, setting, fix in REFUSALS:
+        if needle in why.lower():
+            return SettingsError(f"sbatch refused the job ({why}): {fix} (settings.ini or COUPLED_QK_{setting.upper()})")
+    return SettingsError(f"sbatch refused the job ({why}); check the slurm_* settings (settings.ini or COUPLED_QK_SLURM_*)")
+
+def _slurm_executor(folder: Path, parameters: dict):
+    import submitit
+    ex = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
+    ex.update_parameters(**parameters)
+    use_squeue()                                     # states from squeue, not sacct
+    return ex
+
+def check_sbatch(parameters: dict) -> None:
+    "Ask sbatch whether it would take a job of these parameters (`--test-only`: nothing is queued); refuse in one line."
+    import subprocess, tempfile
+    with tempfile.TemporaryDirectory() as d:
+        ex = _slurm_executor(Path(d), parameters)
+        script = Path(d) / "check.sh"
+        script.write_text(ex._executor._make_submission_file_text("true", "check"))
+        p = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, timeout=60)
+    if p.returncode:
+        raise sbatch_refusal(p.stderr + p.stdout)
+
 class SubmititPool:
-    """`--executor slurm` (one Slurm job per run) or `submitit-local` (submitit's LocalExecutor: the same submission,
-    checkpoint and requeue path on this machine). Job ids are kept in `folder/jobs.json`, so that a second
-    `reproduce` finds the jobs still queued or running on Slurm, follows them, and resubmits only what is missing."""
+    """`--executor slurm` (one Slurm job per run; the runs of one submission go out as one job array, at most
+    `slurm_array_parallelism` running at once) or `submitit-local` (submitit's LocalExecutor: the same submission,
+    checkpoint and requeue path on this machine). Job ids are kept in `folder/jobs.json`, so that a second `reproduce`
+    finds the jobs still queued or running on Slurm (through squeue), follows them, and submits only what is missing."""
     def __init__(self, kind: str, folder: Path, parameters: dict | None = None):
         import submitit
         self.name, self.folder = kind, Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.poll_s = 0.5 if kind == "submitit-local" else 15.0
+        self.poll_s = 0.5 if kind == "submitit-local" else 2.0      # a poll reads result files; squeue at most every 30 s
         if kind == "slurm":
-            self.ex = submitit.AutoExecutor(folder=str(self.folder), cluster="slurm")
-            self.ex.update_parameters(**(parameters or slurm_parameters()), slurm_array_parallelism=1000)
+            p = parameters or slurm_parameters()
+            p.setdefault("slurm_array_parallelism", _int_setting(load_settings(), "slurm_array_parallelism"))
+            self.ex = _slurm_executor(self.folder, p)
         else:
             p = {"timeout_min": 60 * 24, **(parameters or {})}
             self.ex = submitit.LocalExecutor(folder=str(self.folder), max_num_timeout=p.pop("max_num_timeout", 3))
@@ -88,24 +158,32 @@ class SubmititPool:
                                                                               "tasks_per_node", "gpus_per_node")})
         self.jobs_file = self.folder / "jobs.json"
     def _jobs(self) -> dict:
-        return json.loads(self.jobs_file.read_text()) if self.jobs_file.is_file() else {}
+        return read_state(self.jobs_file, "delete it (the jobs it lists are then not followed, and are submitted "
+                          "again if they did not finish)", missing={})
     def running(self) -> dict:
         "key -> handle of a Slurm job still pending or running from an earlier `reproduce` (local jobs end with it)."
         if self.name != "slurm":
             return {}
         import submitit
-        out = {}
-        for key, jid in self._jobs().items():
-            job = submitit.SlurmJob(folder=str(self.folder), job_id=jid)
-            if job.state in ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING"):
-                out[key] = JobHandle(job)
-        return out
+        jobs = {key: submitit.SlurmJob(folder=str(self.folder), job_id=jid) for key, jid in self._jobs().items()}
+        submitit.SlurmJob.watcher.update()           # one squeue call, now
+        return {key: JobHandle(job) for key, job in jobs.items()
+                if job.watcher.get_state(job.job_id, mode="cache") in ACTIVE[:-1]}
+    def submit_all(self, items: list) -> list:
+        "Submit (call, key) pairs, on Slurm as one job array; their handles, in order."
+        import contextlib, io
+        from submitit.core.utils import FailedJobError
+        if not items:
+            return []
+        try:
+            with self.ex.batch(), contextlib.redirect_stderr(io.StringIO()):    # submitit also prints sbatch's errors
+                jobs = [self.ex.submit(call) for call, _ in items]
+        except FailedJobError as e:                  # sbatch said no: one line naming the setting
+            raise sbatch_refusal(str(e)) from None
+        atomic_write(self.jobs_file, json.dumps({**self._jobs(), **{k: j.job_id for (_, k), j in zip(items, jobs)}}, indent=1))
+        return [JobHandle(j) for j in jobs]
     def submit(self, call, key: str):
-        job = self.ex.submit(call)
-        jobs = self._jobs()
-        jobs[key] = job.job_id
-        atomic_write(self.jobs_file, json.dumps(jobs, indent=1))
-        return JobHandle(job)
+        return self.submit_all([(call, key)])[0]
     def close(self) -> None:
         pass
 
@@ -132,10 +210,12 @@ def check_executor(kind: str) -> None:
     except ImportError:
         raise ConfigError(f"executor={kind} needs submitit: pip install submitit", "executor") from None
     if kind == "slurm":
-        slurm_parameters()
+        p = slurm_parameters()
+        _int_setting(load_settings(), "slurm_array_parallelism")
         if shutil.which("sbatch") is None or shutil.which("srun") is None:
             raise ConfigError("executor=slurm, but this machine has no Slurm (no sbatch or srun on PATH); submit from a "
                               "cluster's login node, or use executor local or submitit-local", "executor")
+        check_sbatch(p)
 
 def make_executor(kind: str, jobs: int, folder: Path):
     "The executor `kind` (one of EXECUTORS) for `jobs` parallel runs; submitit keeps its files in `folder`."

@@ -13,7 +13,7 @@ from .registry import KINDS, Run
 
 # %% auto #0
 __all__ = ['REHEARSAL_STEPS', 'SHRUNK', 'SMALL_MODEL', 'IDENTITY_FREE', 'hub_fixture', 'distinct_runs', 'configuration',
-           'rehearsal_config', 'rehearse']
+           'rehearsal_config', 'gpt2_stand_in', 'rehearse']
 
 # %% ../nbs/09e_rehearsal.ipynb #2987e535
 REHEARSAL_STEPS = 2
@@ -116,6 +116,25 @@ def _settings_env(values: dict):
             else:
                 os.environ[f"COUPLED_QK_{k.upper()}"] = v
 
+def gpt2_stand_in():
+    """A tokenizer of GPT-2's vocabulary size (50,257, end-of-text last) that needs no files and no network: UTF-8
+    bytes as ids. It stands in for GPT-2's where that is not here, so that every model shape stays exact."""
+    from coupled_qk.tokens import GPT2_VOCAB, TextTokenizer, byte_tokenizer
+    b, eot = byte_tokenizer(), GPT2_VOCAB - 1
+    return TextTokenizer("gpt2", GPT2_VOCAB, eot, b.encode, lambda ids: b.decode([256 if i == eot else i for i in ids]),
+                         fingerprint="stand-in")
+
+def _gpt2_for_rehearsal(log):
+    "GPT-2's tokenizer as the user's settings give it (gpt2_dir, or tiktoken's cache under data_dir), else the stand-in."
+    from coupled_qk.tokens import gpt2_tokenizer
+    from coupled_qk.documents import DataError
+    try:
+        return gpt2_tokenizer()
+    except DataError:
+        log("  GPT-2's tokenizer is not here (no gpt2_dir files, no network for tiktoken): the rehearsal stands in a "
+            "tokenizer of GPT-2's vocabulary size (50,257 tokens), so every model shape is still exact")
+        return gpt2_stand_in()
+
 def rehearse(scale: str = "paper", artifacts=None, exact: bool = True, log=print, workdir: Path | None = None) -> list[str]:
     """Build every distinct configuration of `artifacts` at `scale` and train it for 2 optimizer steps on CPU, on
     hub-layout fixture data read through the real local-copy readers (every GLUE head takes one step from its
@@ -127,7 +146,11 @@ def rehearse(scale: str = "paper", artifacts=None, exact: bool = True, log=print
     runs = distinct_runs(everything)
     needed = {n for r in everything if r.kind == "glue" for n in r.needs}
     lines = []
-    with tempfile.TemporaryDirectory(prefix="coupled-qk-rehearsal-", dir=workdir) as tmp:
+    from unittest import mock
+    from coupled_qk import tokens
+    gpt2 = _gpt2_for_rehearsal(log) if exact and any(r.config.get("tokenizer") == "gpt2" for r in runs) else None
+    with tempfile.TemporaryDirectory(prefix="coupled-qk-rehearsal-", dir=workdir) as tmp, \
+         mock.patch.object(tokens, "gpt2_tokenizer", lambda folder=None: gpt2) if gpt2 else contextlib.nullcontext():
         tmp = Path(tmp)
         fixture = hub_fixture(tmp / "hub")
         with _settings_env(dict(fixture, data_dir=tmp / "data", runs_dir=tmp / "runs", figures_dir=tmp / "figures")):

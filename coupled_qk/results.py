@@ -5,9 +5,9 @@
 
 # %% ../nbs/09c_results.ipynb #9c498244
 from __future__ import annotations
-import json
 from pathlib import Path
 from .settings import load_settings
+from .provenance import read_state
 from .registry import Run, artifact_runs
 
 # %% auto #0
@@ -16,7 +16,7 @@ __all__ = ['RESULT_KEYS', 'results', 'curves', 'bench_cost', 'match_budgets']
 # %% ../nbs/09c_results.ipynb #fa0e0742
 def _summary(run: Run, summaries: Path) -> dict | None:
     p = summaries / f"{run.run_id}.json"
-    return json.loads(p.read_text()) if p.is_file() else None
+    return read_state(p, f"restore it (git checkout -- {p}) or train its run again (reproduce without --redraw)")
 
 RESULT_KEYS = ("val_loss", "val_ppl", "test_loss", "test_ppl", "params", "coupling_params", "wall_clock_s",
                "tokens_seen", "corpus", "corpus_fingerprint", "corpus_versions", "tokenizer", "best_lr", "test_acc", "chance",

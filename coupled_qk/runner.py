@@ -9,7 +9,7 @@ import json, os, statistics, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from .settings import load_settings, UserError, writable_dir
-from .provenance import atomic_write
+from .provenance import StateError, atomic_write, read_state
 from .registry import (ARTIFACTS, DEFAULT_ARTIFACTS, KINDS, SCALE_SPECS, Run, artifact_runs, is_done, plan, run_dir,
                                  scale_spec)
 from .executors import Checkpointable, check_executor, distributed_env, make_executor
@@ -147,7 +147,7 @@ def write_summary(run: Run, runs_dir: Path, summaries: Path) -> Path:
     "Condense a finished run into summaries/<run_id>.json: result, config and evaluation curve."
     from coupled_qk.runs import read_metrics
     d = run_dir(run, runs_dir)
-    res = json.loads((d / "result.json").read_text())
+    res = read_state(d / "result.json", "delete it, and the same command finishes the run again from its checkpoint")
     curve = [m for m in read_metrics(d) if m.get("val_loss") is not None]
     summaries.mkdir(parents=True, exist_ok=True)
     out = summaries / f"{run.run_id}.json"
@@ -191,11 +191,14 @@ def unavailable(artifacts, scale: str) -> dict[str, str]:
         out["drift"] = f"skipped drift: it is measured at scale {', '.join(with_drift)} only (ScaleSpec.drift_corpus)"
     return out
 
-def prepare_corpora(scale: str) -> None:
-    """Prepare the corpora of `scale` before any run is planned: a run's identity holds its corpus's fingerprint
-    (a difference from the pinned text is said once, in reproduce's summary)."""
+def prepare_corpora(scale: str, artifacts=None, budget: float = 1.0) -> None:
+    """Prepare the corpora the runs of `artifacts` (default: all) train on at `scale`, before any run is planned: a
+    run's identity holds its corpus's fingerprint (a difference from the pinned text is said once, in reproduce's
+    summary). Only those: a corpus no requested run reads is never fetched, so it need not be reachable."""
     from coupled_qk.corpora import prepare
-    for c in sorted(set(scale_spec(scale).corpora.values())):
+    names = {r.config["corpus"] for a in (artifacts or ARTIFACTS) for r in artifact_runs(a, scale, budget)
+             if r.config.get("corpus")}                # LM runs and GLUE's from-scratch runs
+    for c in sorted(names):
         prepare(c, log=lambda line: None)
 
 def prepare_data(runs: list[Run]) -> None:
@@ -275,8 +278,9 @@ def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, ex
     """Execute `todo` through `executor`, runs without dependencies first, then the ones that need them; write each
     finished run's summary. A failed run is one line naming it and its error; the others go on. `compile`: LM runs
     train under torch.compile, with inductor's cache in `runs_dir/inductor-cache`, kept warm across runs and calls."""
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads))   # workers inherit it; one share of the cores each
+    if executor != "slurm":                  # a Slurm job has its own CPUs (slurm_cpus_per_run)
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))   # workers inherit it; one share of the cores each
     if compile:
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(runs_dir).resolve() / "inductor-cache"))
     devices = _devices(jobs)
@@ -286,7 +290,7 @@ def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, ex
     try:
         following = pool.running()             # Slurm jobs an earlier reproduce submitted, still queued or running
         for phase in (False, True):
-            pending = {}
+            pending, todo_now = {}, []
             for i, r in enumerate(x for x in todo if bool(x.needs) == phase):
                 if any(n not in done_ids for n in r.needs):
                     rep.failed.append(r.run_id)
@@ -297,8 +301,9 @@ def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, ex
                     pending[following[r.run_id]] = r
                     continue
                 out = run_dir(r, runs_dir)
-                call = RunCall(r.kind, r.run_id, typed_config(r, out, devices[i % jobs], compile), str(out))
-                pending[pool.submit(call, r.run_id)] = r
+                todo_now.append((RunCall(r.kind, r.run_id, typed_config(r, out, devices[i % jobs], compile), str(out)), r))
+            handles = pool.submit_all([(call, r.run_id) for call, r in todo_now])    # on Slurm: one job array
+            pending.update(zip(handles, (r for _, r in todo_now)))
             while pending:
                 ready = [h for h in pending if h.done()]
                 if not ready:
@@ -344,7 +349,7 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
         log(why)
     artifacts = [a for a in artifacts if a not in rep.skipped]
     if not redraw:
-        prepare_corpora(scale)
+        prepare_corpora(scale, artifacts, budget)
     runs = plan(artifacts, scale, budget)
     todo = []
     for r in runs:
@@ -414,7 +419,10 @@ def drift_lines(scale: str) -> list[str]:
     lines = []
     for c in sorted(set(scale_spec(scale).corpora.values())):
         meta = corpus_dir(c) / "meta.json"
-        line = drift(json.loads(meta.read_text())) if meta.is_file() else None
+        try:
+            line = drift(read_state(meta, "")) if meta.is_file() else None
+        except StateError:
+            line = None             # an unreadable build is rebuilt by its next use; no drift to say yet
         if line:
             lines.append(line)
     return lines

@@ -104,9 +104,9 @@ def run_lock(out: Path, wait: bool = True):
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
-    except PermissionError:
-        raise UserError(f"cannot create the run folder {out}: permission denied; set runs_dir in settings.ini "
-                        "(or COUPLED_QK_RUNS_DIR) to a writable folder, or pick another out_dir") from None
+    except OSError as e:              # permission denied, or a file where a folder should be
+        raise UserError(f"cannot create the run folder {out}: {e.strerror or type(e).__name__}; set runs_dir in "
+                        "settings.ini (or COUPLED_QK_RUNS_DIR) to a writable folder, or pick another out_dir") from None
     lock = FileLock(str(out / ".lock"))
     try:
         lock.acquire(timeout=-1 if wait else 0)

@@ -129,13 +129,14 @@ class Settings:
     # the cluster: where `coupled-qk reproduce` executes runs (--executor overrides `executor`)
     executor: str = "local"            # local | slurm | submitit-local
     slurm_partition: str = ""          # empty: the cluster's default partition
-    slurm_gpus_per_run: str = "1"      # more than 1: the run trains data-parallel over them (one task per GPU)
+    slurm_gpus_per_run: str = "1"      # 0 on a CPU partition; more than 1: the run trains data-parallel over them
     slurm_cpus_per_run: str = "8"      # CPUs per task
     slurm_mem_gb: str = "64"           # memory per node
     slurm_time_min: str = "1440"       # a job's time limit; a run that needs longer is requeued and resumes
     slurm_account: str = ""
     slurm_qos: str = ""
     slurm_extra: str = ""              # more sbatch options, `key=value` separated by `;` (e.g. constraint=a100)
+    slurm_array_parallelism: str = "64"  # the runs of one submission are one job array: at most this many run at once
 
 SCALES = ("smoke", "cpu", "paper")
 SETTING_KEYS = tuple(f.name for f in fields(Settings) if f.name != "root")
@@ -159,9 +160,14 @@ def load_settings(root: str | Path | None = None) -> Settings:
         cp = configparser.ConfigParser()
         try:
             cp.read(f)
-        except configparser.Error as e:
-            why = str(e).splitlines()[0]
-            raise SettingsError(f"{f} is not a valid settings file ({why}); expected a [coupled_qk] section of key = value lines") from None
+        except configparser.Error as e:         # the first bad line, by number (configparser's errors carry it)
+            n = e.errors[0][0] if getattr(e, "errors", None) else getattr(e, "lineno", None)
+            lines = f.read_text(errors="replace").splitlines()
+            why = {"MissingSectionHeaderError": "no [coupled_qk] line above it", "ParsingError": "not a key = value line",
+                   "DuplicateOptionError": "a setting given twice"}.get(type(e).__name__, str(e).splitlines()[0])
+            where = f"{f}, line {n}: {lines[n - 1].strip()!r}" if n and n <= len(lines) else str(f)
+            raise SettingsError(f"{where} is not a valid settings file line ({why}); expected a [coupled_qk] section "
+                                "of key = value lines") from None
         if not cp.has_section("coupled_qk"):
             raise SettingsError(f"{f} has no [coupled_qk] section; put the settings under a line [coupled_qk]")
         raw.update(cp["coupled_qk"])

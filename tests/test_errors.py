@@ -6,6 +6,7 @@ workspace whose runs, figures and settings live in a temporary folder; the prepa
 """
 import contextlib
 import io
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,8 @@ CASES = [
     ("other-run-checkpoint", _other_run, {}, "belongs to another run"),
     ("out-under-a-file", _file_as_folder, {}, "Not a directory"),
     ("settings-no-header", _settings("data_dir = x\n"), {}, "not a valid settings file"),
+    ("settings-bad-line", _settings("[coupled_qk]\ndata_dir = x\nthis is not a setting\n"), {},
+     "settings.ini, line 3: 'this is not a setting' is not a valid settings file line"),
     ("settings-no-section", _settings("[paths]\ndata_dir = x\n"), {}, "no [coupled_qk] section"),
     ("settings-unknown-key", _settings("[coupled_qk]\ndata_dri = x\n"), {}, "valid keys"),
     ("settings-scale", _settings("[coupled_qk]\ndefault_scale = huge\n"), {}, "valid: smoke, cpu, paper"),
@@ -168,7 +171,13 @@ CASES = [
     ("bench-repeats", ["bench", "--shapes", "smoke", "--repeats", "0"], {}, "--repeats 0; it must be at least 1"),
     ("bench-batch", ["bench", "--shapes", "smoke", "--batch", "0"], {}, "--batch 0; it must be at least 1"),
     ("data-tokenizer-first", ["data", "prepare", "pydocs", "--tokenizer", "bpe-5"], {}, "258 to 65,536 tokens"),
-    ("no-slurm-here", ["reproduce", "steps", "--scale", "smoke", "--executor", "slurm"], {}, "this machine has no Slurm"),
+    # "no Slurm here" by the environment the case makes (a PATH without sbatch), whatever the machine has
+    ("no-slurm-here", ["reproduce", "steps", "--scale", "smoke", "--executor", "slurm"],
+     {"PATH": str(Path(sys.executable).parent)}, "this machine has no Slurm"),
+    ("slurm-gpus-negative", ["reproduce", "steps", "--scale", "smoke", "--executor", "slurm"],
+     {"COUPLED_QK_SLURM_GPUS_PER_RUN": "-1"}, "slurm_gpus_per_run='-1': give a whole number >= 0"),
+    ("slurm-array-parallelism", ["reproduce", "steps", "--scale", "smoke", "--executor", "slurm"],
+     {"COUPLED_QK_SLURM_ARRAY_PARALLELISM": "0"}, "slurm_array_parallelism='0'"),
 ]
 
 

@@ -18,12 +18,12 @@ def _ppl(figs: Path) -> dict:
 
 
 def test_submitit_local_equals_local(tmp_path):
-    "`reproduce main_table --executor submitit-local` exits 0 with the perplexities of `--executor local`."
+    "`reproduce steps --executor submitit-local` exits 0 with the perplexities of `--executor local`."
     got = {}
     for ex in ("local", "submitit-local"):
         env = dict(os.environ, OMP_NUM_THREADS="1", COUPLED_QK_RUNS_DIR=str(tmp_path / ex / "runs"),
                    COUPLED_QK_FIGURES_DIR=str(tmp_path / ex / "figures"))
-        p = subprocess.run([*CLI, "reproduce", "main_table", "--scale", "smoke", "--jobs", "2", "--executor", ex],
+        p = subprocess.run([*CLI, "reproduce", "steps", "--scale", "smoke", "--jobs", "2", "--executor", ex],
                            env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
         assert p.returncode == 0, p.stderr[-2000:]
         assert "overhead " in p.stdout and "s/run (median)" in p.stdout, p.stdout[-1000:]
@@ -101,7 +101,7 @@ def test_two_task_job_trains_data_parallel(tmp_path, monkeypatch):
     from coupled_qk.train import TrainConfig
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     base = dict(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=12, eval_every=6, log_every=1,
-                ckpt_every=6, device="cpu")
+                ckpt_every=6, eval_batches=2, device="cpu")
     one = SubmititPool("submitit-local", tmp_path / "one")
     two = SubmititPool("submitit-local", tmp_path / "two", dict(tasks_per_node=2))
     h1 = one.submit(RunCall("lm", "lm-one", TrainConfig(**base, batch_size=8), str(tmp_path / "r1")), "one")

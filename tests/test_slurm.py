@@ -1,0 +1,232 @@
+"""`--executor slurm` against a real one-node Slurm cluster started for these tests (Debian's slurm-wlm: munged,
+slurmctld and slurmd on a temporary state folder, no accounting, so job states come from squeue): the same run ids
+and perplexities as `--executor local`; a second `reproduce` follows the jobs of the first and submits only what is
+missing; a job at its time limit and a preempted job are requeued and resume exactly; a two-task job trains
+data-parallel through srun; sbatch's refusals are one line naming the setting. Where no cluster can be started
+(not root, or neither the daemons nor apt-get), every test here is skipped with one line saying why."""
+import contextlib
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+CLI = [str(Path(sys.executable).with_name("coupled-qk"))]
+# A CPU partition: no GPU, one CPU and 1 GB a run, runs of one thread
+SMALL = dict(COUPLED_QK_SLURM_GPUS_PER_RUN="0", COUPLED_QK_SLURM_CPUS_PER_RUN="1", COUPLED_QK_SLURM_MEM_GB="1",
+             COUPLED_QK_SLURM_TIME_MIN="10", OMP_NUM_THREADS="1")
+
+
+def _sh(*cmd, check=True, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def _install() -> str | None:
+    "Debian's slurm-wlm where it is missing; the reason it cannot be, else None."
+    if shutil.which("slurmctld") and shutil.which("munged"):
+        return None
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        return "no Slurm here (slurmctld, munged) and no way to install it (needs root and apt-get)"
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for update in (False, True):
+        if update:
+            subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=600)
+        p = subprocess.run(["apt-get", "install", "-y", "-q", "slurm-wlm"], capture_output=True, text=True, env=env,
+                           timeout=900)
+        if p.returncode == 0:
+            return None
+    return f"apt-get install slurm-wlm failed: {(p.stderr.strip().splitlines() or ['?'])[-1]}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """A one-node Slurm cluster for this test session: SLURM_CONF points sbatch, squeue and scontrol at it. Its
+    scheduler runs every 2 s, a requeued job waits 10 s (cred_expire) instead of 120, and partition limits are
+    enforced at submission (EnforcePartLimits=ALL), as on many clusters."""
+    if os.geteuid() != 0:
+        pytest.skip("a Slurm cluster for the tests needs root (slurmd runs jobs as their user)")
+    why = _install()
+    if why:
+        pytest.skip(why)
+    d = tmp_path_factory.mktemp("slurm")
+    for sub in ("state", "spool", "log"):
+        (d / sub).mkdir()
+    key = d / "munge.key"
+    key.write_bytes(os.urandom(128))
+    key.chmod(0o600)
+    host = socket.gethostname()
+    mem = int(int(Path("/proc/meminfo").read_text().split()[1]) / 1024 * 0.8)
+    conf = d / "slurm.conf"
+    conf.write_text("\n".join([
+        "ClusterName=tests", f"SlurmctldHost={host}(127.0.0.1)", "SlurmUser=root", "SlurmdUser=root",
+        f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}", "AuthType=auth/munge", "CredType=cred/munge",
+        f"AuthInfo=socket={d}/munge.sock,cred_expire=10", f"StateSaveLocation={d}/state", f"SlurmdSpoolDir={d}/spool",
+        f"SlurmctldPidFile={d}/slurmctld.pid", f"SlurmdPidFile={d}/slurmd.pid", f"SlurmctldLogFile={d}/log/slurmctld.log",
+        f"SlurmdLogFile={d}/log/slurmd.log", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+        "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU_Memory", "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none", "MpiDefault=none", "ReturnToService=2", "MinJobAge=60",
+        "DefMemPerCPU=1000", "EnforcePartLimits=ALL", "SchedulerParameters=sched_interval=2,bf_interval=2",
+        f"NodeName={host} NodeAddr=127.0.0.1 CPUs={min(os.cpu_count() or 1, 2)} RealMemory={mem} State=UNKNOWN",
+        "PartitionName=debug Nodes=ALL Default=YES MaxTime=30 State=UP", ""]))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SLURM_CONF", str(conf))
+    try:
+        _sh("munged", "--force", f"--key-file={key}", f"--socket={d}/munge.sock", f"--pid-file={d}/munged.pid",
+            f"--seed-file={d}/munged.seed", f"--log-file={d}/log/munged.log")
+        _sh("slurmctld")
+        _sh("slurmd")
+        t = time.time()
+        while _sh("sinfo", "-h", "-o", "%T", check=False).stdout.strip() != "idle":
+            if time.time() - t > 60:
+                raise RuntimeError(f"the test cluster did not come up: {(d / 'log' / 'slurmctld.log').read_text()[-1500:]}")
+            time.sleep(0.5)
+        yield d
+    finally:
+        _sh("scancel", "--me", check=False)
+        time.sleep(1)
+        for name in ("slurmd", "slurmctld", "munged"):
+            pid = d / f"{name}.pid"
+            if pid.is_file():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid.read_text().split()[0]), signal.SIGTERM)
+        mp.undo()
+
+
+def _ppl(figs: Path) -> dict:
+    return {p.stem: (json.loads(p.read_text())["result"]["val_ppl"], json.loads(p.read_text())["result"]["test_ppl"])
+            for p in (figs / "smoke" / "runs").glob("*.json")}
+
+
+def test_slurm_equals_local_and_a_second_reproduce_follows(cluster, tmp_path):
+    """`reproduce steps --scale smoke --executor slurm` submits its runs as one job array; stopped at once, its jobs
+    go on. One job is cancelled; a second `reproduce` follows the others (squeue), resubmits only the cancelled run,
+    collects everything, and gives the run ids and perplexities of `--executor local`."""
+    cmd = [*CLI, "reproduce", "steps", "--scale", "smoke", "--jobs", "2"]
+    env = {ex: dict(os.environ, **SMALL, COUPLED_QK_RUNS_DIR=str(tmp_path / ex / "runs"),
+                    COUPLED_QK_FIGURES_DIR=str(tmp_path / ex / "figures")) for ex in ("local", "slurm")}
+    local = subprocess.Popen(cmd, env=env["local"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    jobs = tmp_path / "slurm" / "runs" / "submitit" / "jobs.json"
+    first = subprocess.Popen([*cmd, "--executor", "slurm"], env=env["slurm"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    t = time.time()
+    while not jobs.is_file() and first.poll() is None and time.time() - t < 300:
+        time.sleep(0.1)
+    first.terminate()                                     # the reproduce stops; its Slurm jobs do not
+    first.wait()
+    ids = json.loads(jobs.read_text())
+    assert len(ids) == 6 and len({i.split("_")[0] for i in ids.values()}) == 1, ids     # one job array
+    victim = sorted(ids, key=lambda k: ids[k])[-1]
+    _sh("scancel", ids[victim])
+    second = subprocess.run([*cmd, "--executor", "slurm"], env=env["slurm"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=600)
+    assert second.returncode == 0, second.stderr[-2000:]
+    again = json.loads(jobs.read_text())
+    assert again[victim] != ids[victim] and {k: v for k, v in again.items() if k != victim} == \
+        {k: v for k, v in ids.items() if k != victim}, (ids, again)
+    assert "following" in second.stdout, second.stdout
+    out, err = local.communicate(timeout=600)
+    assert local.returncode == 0, err[-2000:]
+    got = {ex: _ppl(tmp_path / ex / "figures") for ex in ("local", "slurm")}
+    assert len(got["local"]) == 6 and got["local"] == got["slurm"]
+
+
+def _metrics(d: Path) -> list:
+    return [{k: v for k, v in json.loads(line).items() if k not in ("elapsed", "tokens_per_s")}
+            for line in (d / "metrics.jsonl").read_text().splitlines()]
+
+
+def _params(**kw) -> dict:
+    return {**dict(nodes=1, gpus_per_node=0, tasks_per_node=1, cpus_per_task=1, mem_gb=1, timeout_min=10), **kw}
+
+
+def test_time_limit_and_preemption_requeue_and_resume_exactly(cluster, tmp_path, monkeypatch):
+    """A job with a 1-minute time limit gets USR2 `slurm_signal_delay_s` before it (submitit's checkpoint and
+    `scontrol requeue`); another is preempted (`scancel --signal=USR2`) once it has a checkpoint. Both come back from
+    the queue and resume from their checkpoint: the metrics of the same run never interrupted."""
+    from coupled_qk.executors import SubmititPool
+    from coupled_qk.runner import RunCall
+    from coupled_qk.train import TrainConfig
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    cfg = TrainConfig(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=450, batch_size=8,
+                      eval_every=150, eval_batches=2, ckpt_every=5, log_every=15, device="cpu")
+    limited = SubmititPool("slurm", tmp_path / "limited", _params(timeout_min=1, slurm_signal_delay_s=45))
+    pool = SubmititPool("slurm", tmp_path / "sub", _params())
+    lim = limited.submit(RunCall("lm", "lm-limit", cfg, str(tmp_path / "limit")), "limit")
+    pre, full = pool.submit_all([(RunCall("lm", "lm-pre", cfg, str(tmp_path / "pre")), "pre"),
+                                 (RunCall("lm", "lm-full", cfg, str(tmp_path / "full")), "full")])
+    t = time.time()
+    while not (tmp_path / "pre" / "ckpt.pt").is_file() and time.time() - t < 300:
+        time.sleep(0.1)
+    assert not pre.done(), "the run finished before it could be preempted"
+    _sh("scancel", "--signal=USR2", pre.job_id)
+    while not all(h.done() for h in (lim, pre, full)) and time.time() - t < 400:
+        time.sleep(1)
+    assert all(h.result()["ran"] for h in (lim, pre, full))
+    for h, folder in ((lim, "limited"), (pre, "sub")):
+        log = "".join(f.read_text() for f in (tmp_path / folder).glob(f"{h.job_id}_*_log.*"))
+        assert "Requeued job" in log, log[-2000:]
+    assert "timed-out" in "".join(f.read_text() for f in (tmp_path / "limited").glob("*_log.err"))
+    for d in ("limit", "pre"):
+        assert _metrics(tmp_path / d) == _metrics(tmp_path / "full"), d
+
+
+def test_two_task_job_trains_data_parallel_through_srun(cluster, tmp_path, monkeypatch):
+    "A Slurm job of two tasks (srun starts both, gloo on CPU) trains the curve of one task with the same global batch."
+    from coupled_qk.executors import SubmititPool
+    from coupled_qk.runner import RunCall
+    from coupled_qk.train import TrainConfig
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    base = dict(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=12, eval_every=6, log_every=1,
+                ckpt_every=6, eval_batches=2, device="cpu")
+    h1 = SubmititPool("slurm", tmp_path / "one", _params()).submit(
+        RunCall("lm", "lm-one", TrainConfig(**base, batch_size=8), str(tmp_path / "r1")), "one")
+    h2 = SubmititPool("slurm", tmp_path / "two", _params(tasks_per_node=2)).submit(
+        RunCall("lm", "lm-two", TrainConfig(**base, batch_size=4), str(tmp_path / "r2")), "two")
+    t = time.time()
+    while not (h1.done() and h2.done()) and time.time() - t < 300:
+        time.sleep(0.5)
+    assert h1.result()["ran"] and h2.result()["ran"]
+    r2 = json.loads((tmp_path / "r2" / "result.json").read_text())
+    assert r2["world_size"] == 2 and r2["global_batch_tokens"] == 8 * 64
+    c1, c2 = ([(m["step"], m["train_loss"], m["val_loss"]) for m in map(json.loads, (tmp_path / r / "metrics.jsonl")
+               .read_text().splitlines())] for r in ("r1", "r2"))
+    assert [s for s, *_ in c1] == [s for s, *_ in c2]
+    for (_, a, va), (_, b, vb) in zip(c1, c2):
+        assert (a is None and b is None) or abs(a - b) < 1e-4, (a, b)
+        assert (va is None and vb is None) or abs(va - vb) < 1e-4, (va, vb)
+
+
+@pytest.mark.parametrize("env, needle", [
+    ({"COUPLED_QK_SLURM_GPUS_PER_RUN": "1"}, "slurm_gpus_per_run = 0"),
+    ({"COUPLED_QK_SLURM_PARTITION": "nosuch"}, "COUPLED_QK_SLURM_PARTITION"),
+    ({"COUPLED_QK_SLURM_TIME_MIN": "60"}, "set slurm_time_min at or under the partition's limit"),
+    ({"COUPLED_QK_SLURM_CPUS_PER_RUN": "64"}, "slurm_cpus_per_run"),
+], ids=["gpus-on-a-cpu-cluster", "partition", "time-limit", "cpus"])
+def test_sbatch_refusal_is_one_line(cluster, env, needle, tmp_path, monkeypatch):
+    "What sbatch refuses is one line naming the setting, exit 2, before any work: nothing queued, nothing written."
+    from coupled_qk.cli import main
+    for k, v in {**SMALL, "COUPLED_QK_RUNS_DIR": str(tmp_path / "runs"), "COUPLED_QK_FIGURES_DIR": str(tmp_path / "f"),
+                 **env}.items():
+        monkeypatch.setenv(k, v)
+    queued = _sh("squeue", "--me", "-h", "-o", "%i").stdout
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = main(["reproduce", "steps", "--scale", "smoke", "--executor", "slurm"])
+    lines = err.getvalue().strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err.getvalue(), err.getvalue()
+    assert needle in lines[0] and "sbatch refused the job" in lines[0], lines[0]
+    assert not list(tmp_path.iterdir()) and _sh("squeue", "--me", "-h", "-o", "%i").stdout == queued
