@@ -18,7 +18,7 @@ PIP_TOOLS  ?= pip-tools==7.6.2
 # `make lock` moves every pin to the newest release that pyproject.toml and requirements/*.in allow;
 # `make lock UPGRADE=` keeps the current pins and only adds what a new dependency needs.
 UPGRADE ?= 1
-PIP_COMPILE = $(LOCK_TOOLS)/bin/pip-compile --quiet --extra hf --allow-unsafe --strip-extras --no-emit-index-url \
+PIP_COMPILE = $(LOCK_TOOLS)/bin/pip-compile --quiet --extra hf --extra eval --allow-unsafe --strip-extras --no-emit-index-url \
 	--no-emit-find-links $(if $(UPGRADE),--upgrade)
 
 .PHONY: setup test reproduce docs index export clean-nbs lock
@@ -32,7 +32,7 @@ $(VENV)/.installed: $(LOCK) pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
-# Regenerate both locks and environment.yml from pyproject.toml (with the hf extra) and requirements/*.in.
+# Regenerate both locks and environment.yml from pyproject.toml (with the hf and eval extras) and requirements/*.in.
 # The CPU lock resolves with this machine's pip settings (its find-links hold torch's CPU wheel); the CUDA lock
 # without them, from the package index alone, whose Linux torch wheel is the CUDA build.
 lock: $(LOCK_TOOLS)/bin/pip-compile

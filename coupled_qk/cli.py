@@ -14,7 +14,7 @@ from .settings import SettingsError, UserError, load_settings, resolve_device, w
 __all__ = ['FLAG_WORDS', 'EXPECTED', 'RESUMES', 'COMMANDS', 'UsageError', 'Parser', 'field_docs', 'config_parser',
            'config_from_args', 'field_flags', 'one_line', 'run_command', 'data_main', 'warn_lock_mismatch',
            'train_main', 'check_out', 'run_config_command', 'mqar_main', 'glue_main', 'bench_main', 'reproduce_main',
-           'main']
+           'export_main', 'eval_main', 'main']
 
 # %% ../nbs/11_cli.ipynb #5be5c8f9
 class UsageError(UserError):
@@ -68,7 +68,7 @@ def config_from_args(cls, a: argparse.Namespace):
     return cls(**{f.name: getattr(a, f.name) for f in fields(cls) if getattr(a, f.name) is not None})
 
 # Words of library messages that are not `field=value`, and the flag a user types for them.
-FLAG_WORDS = {"out_dir": "--out", "resume=False": "--overwrite", "redraw": "--redraw"}
+FLAG_WORDS = {"out_dir": "--out", "resume=False": "--overwrite", "overwrite=True": "--overwrite", "redraw": "--redraw"}
 
 def field_flags(text: str, names) -> str:
     "`name=value` of the config fields `names` in a library message, as the command line's `--name value`."
@@ -367,6 +367,56 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     print(f"figures and tables: {st.figures_dir / scale}")
     return 0
 
+# %% ../nbs/11_cli.ipynb #2fe798bf
+def _export_module():
+    "coupled_qk.export, or one line saying what to install."
+    try:
+        from coupled_qk import export
+    except ImportError as e:
+        raise UsageError(str(e)) from None
+    return export
+
+def export_main(argv: list[str] | None = None) -> int:
+    "`coupled-qk export RUN OUT [--overwrite]`: a finished language-model run as a transformers model folder."
+    p = Parser(prog="coupled-qk export", description="Write a finished language-model run as a Hugging Face model: "
+               "safetensors, config, tokenizer and a model card (load it with AutoModelForCausalLM after `import "
+               "coupled_qk.export`, or with trust_remote_code=True).")
+    p.add_argument("run", help="a finished language-model run: its folder, or its run id under runs_dir/lm")
+    p.add_argument("out", type=Path, help="the model folder to write (new, or empty)")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT when it holds something")
+    a = p.parse_args(argv)
+    export = _export_module()
+    export.transformers.logging.disable_progress_bar()      # one line of result, not a bar per file
+    out = export.export_run(a.run, a.out, overwrite=a.overwrite)
+    print(f"wrote {out}: AutoModelForCausalLM.from_pretrained({str(out)!r}) after `import coupled_qk.export`, "
+          "or with trust_remote_code=True")
+    return 0
+
+def eval_main(argv: list[str] | None = None) -> int:
+    "`coupled-qk eval RUN [--tasks CORPUS ...] [--split test]`: lm-evaluation-harness on local tasks."
+    from coupled_qk.corpora import CORPORA, check_corpus
+    p = Parser(prog="coupled-qk eval", description="Score a finished language-model run with lm-evaluation-harness "
+               "on local tasks (no hub): each task is a corpus split, scored on exactly the tokens the run's own "
+               "evaluation scores, so the two perplexities agree.")
+    p.add_argument("run", help="a finished language-model run: its folder, or its run id under runs_dir/lm")
+    p.add_argument("--tasks", nargs="+", default=None, metavar="CORPUS",
+                   help=f"corpora whose split is scored: {', '.join(CORPORA)}, NAME=PATH or a path (default: the run's)")
+    p.add_argument("--split", default="test", choices=("validation", "test"), help="the split scored (default test)")
+    p.add_argument("--batch-size", type=int, default=8, help="windows per forward pass (default 8)")
+    a = p.parse_args(argv)
+    for c in a.tasks or ():
+        check_corpus(c)
+    if a.batch_size < 1:
+        raise UsageError(f"--batch-size {a.batch_size}: give 1 or more")
+    ex = _export_module()
+    for corpus in a.tasks or [None]:
+        h = ex.harness_perplexity(a.run, corpus, a.split, a.batch_size)
+        own = "" if h["run_ppl"] is None else (f"; the run's own {h['split']} perplexity {h['run_ppl']:.6f} "
+                                               f"(relative difference {h['rel_diff']:.1e})")
+        print(f"{h['task']}: lm-evaluation-harness token perplexity {h['harness_ppl']:.6f} on {h['tokens']:,} "
+              f"tokens{own}")
+    return 0
+
 # %% ../nbs/11_cli.ipynb #30ca9315
 COMMANDS = {
     "data":      (data_main, "prepare and list corpora (coupled-qk data prepare pydocs)"),
@@ -375,6 +425,8 @@ COMMANDS = {
     "glue":      (glue_main, "fine-tune a trained model on SST-2, MNLI or QNLI"),
     "bench":     (bench_main, "training throughput, memory and MFU of every variant"),
     "reproduce": (reproduce_main, "regenerate the paper's figures and tables"),
+    "export":    (export_main, "a finished run as a Hugging Face model (coupled-qk export RUN OUT)"),
+    "eval":      (eval_main, "score a finished run with lm-evaluation-harness on local tasks"),
 }
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,6 +52,7 @@ class TextTokenizer:
     _decode: callable = field(repr=False)
     _encode_batch: callable = field(default=None, repr=False)
     fingerprint: str = ""          # what the token ids depend on besides the name (trained BPE: the corpus)
+    backend: object = field(default=None, repr=False)   # the tokenizers.Tokenizer or tiktoken.Encoding (None: bytes)
     def encode(self, text: str) -> list[int]: return self._encode(text)
     def decode(self, ids) -> str: return self._decode([int(i) for i in ids])
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
@@ -76,7 +77,7 @@ def gpt2_tokenizer(folder: str | Path | None = None) -> TextTokenizer:
         t.decoder = decoders.ByteLevel()
         tok = TextTokenizer("gpt2", t.get_vocab_size(), t.token_to_id(EOT), lambda s: t.encode(s).ids,
                             lambda ids: t.decode(ids, skip_special_tokens=False),
-                            lambda ts: [e.ids for e in t.encode_batch(ts)])
+                            lambda ts: [e.ids for e in t.encode_batch(ts)], backend=t)
     elif folder is not None:
         raise DataError(f"GPT-2 tokenizer files not found in {folder} (need r50k_base.tiktoken, or vocab.json + "
                         "merges.txt); set gpt2_dir in settings.ini or COUPLED_QK_GPT2_DIR to such a folder (empty: "
@@ -90,7 +91,7 @@ def gpt2_tokenizer(folder: str | Path | None = None) -> TextTokenizer:
 
 def _tiktoken(enc) -> TextTokenizer:
     return TextTokenizer("gpt2", enc.n_vocab, enc.eot_token, enc.encode_ordinary, enc.decode,
-                         lambda ts: enc.encode_ordinary_batch(ts, num_threads=2))
+                         lambda ts: enc.encode_ordinary_batch(ts, num_threads=2), backend=enc)
 
 def _tiktoken_gpt2():
     "tiktoken's `gpt2` encoding, its files cached under data_dir/tiktoken; offline without them, one line."
@@ -140,7 +141,7 @@ def bpe_tokenizer(vocab_size: int, corpus: Corpus) -> TextTokenizer:
             t.save(str(tmp))
     return TextTokenizer(f"bpe-{vocab_size}", t.get_vocab_size(), t.token_to_id(EOT), lambda s: t.encode(s).ids,
                          lambda ids: t.decode(ids, skip_special_tokens=False),
-                         lambda ts: [e.ids for e in t.encode_batch(ts)], fingerprint=corpus.fingerprint)
+                         lambda ts: [e.ids for e in t.encode_batch(ts)], fingerprint=corpus.fingerprint, backend=t)
 
 def get_tokenizer(name: str, corpus: str | Corpus | None = None) -> TextTokenizer:
     "Tokenizer `gpt2`, `bytes` or `bpe-N` (N tokens, trained on `corpus`'s training split)."
