@@ -10,6 +10,7 @@ import gzip, os, re, shutil, subprocess, sys, sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from .provenance import undo_on_failure
 from .documents import DataError, data_dir, cap_docs
 
 # %% auto #0
@@ -46,7 +47,11 @@ def fetch_deb(package: str, version: str | None = None, dest: Path | None = None
     there: exactly `version` when apt still has it, else apt's candidate (the caller compares versions);
     `exact`: that version or an error, never the candidate (a version the user asked for by name)."""
     dest = Path(dest or data_dir() / "debs")
-    dest.mkdir(parents=True, exist_ok=True)
+    with undo_on_failure(dest):               # a refused download leaves no empty folder behind
+        dest.mkdir(parents=True, exist_ok=True)
+        return _fetch(package, version, dest, exact)
+
+def _fetch(package: str, version: str | None, dest: Path, exact: bool) -> Path:
     have = _downloaded(package, dest, version)
     if have:
         return have

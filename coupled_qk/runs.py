@@ -5,7 +5,7 @@ named by it, one writer at a time, the metrics it logs, and checkpoints that res
 
 # %% ../nbs/05a_runs.ipynb #7a0e0003
 from __future__ import annotations
-import contextlib, dataclasses, hashlib, json, pickle, random, shutil, sys, zipfile
+import contextlib, dataclasses, hashlib, json, os, pickle, random, shutil, sys, zipfile
 from dataclasses import asdict
 from pathlib import Path
 import numpy as np
@@ -16,8 +16,8 @@ from .provenance import (StateError, atomic_write, read_state, replacing, remove
 
 # %% auto #0
 __all__ = ['NON_RESULT_FIELDS', 'LATER_FIELDS', 'config_hash', 'run_id', 'default_run_dir', 'rng_state', 'set_rng_state',
-           'CheckpointError', 'save_checkpoint', 'load_checkpoint', 'RunBusy', 'run_lock', 'read_metrics',
-           'truncate_metrics', 'check_same_run', 'OpenRun', 'finished_result', 'open_run']
+           'CheckpointError', 'save_checkpoint', 'load_checkpoint', 'RunBusy', 'check_run_folder', 'run_lock',
+           'read_metrics', 'truncate_metrics', 'check_same_run', 'OpenRun', 'finished_result', 'open_run']
 
 # %% ../nbs/05a_runs.ipynb #7a0e0006
 NON_RESULT_FIELDS = ("device", "compile", "log_every", "ckpt_every")
@@ -95,6 +95,17 @@ def load_checkpoint(path: Path, device="cpu") -> dict:
 # %% ../nbs/05a_runs.ipynb #7a0e0009
 class RunBusy(UserError):
     "Another process is writing this run."
+
+def check_run_folder(out: Path) -> None:
+    """Refuse, before any data is prepared, a run folder that cannot be made: a file where a folder should be, or a
+    folder this process may not write (nothing is created here)."""
+    p = Path(out)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    why = f"{p} is a file" if not p.is_dir() else None if os.access(p, os.W_OK) else f"{p} is not writable"
+    if why:
+        raise UserError(f"cannot create the run folder {out}: {why}; set runs_dir in settings.ini (or "
+                        "COUPLED_QK_RUNS_DIR) to a writable folder, or pick another out_dir")
 
 @contextlib.contextmanager
 def run_lock(out: Path, wait: bool = True):

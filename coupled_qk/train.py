@@ -19,8 +19,8 @@ from .documents import SPLITS, DataError
 from .embedded import source_versions
 from .corpora import load_corpus, known_fingerprint, prepare, check_corpus
 from .tokens import get_tokenizer, token_cache, eval_batches, check_tokenizer
-from .settings import resolve_device, ConfigError, check_choice, check_fields, check_number
-from .runs import (OpenRun, open_run, config_hash, default_run_dir, finished_result, truncate_metrics, check_same_run, rng_state,
+from .settings import load_settings, resolve_device, ConfigError, check_choice, check_fields, check_number
+from .runs import (OpenRun, open_run, check_run_folder, config_hash, default_run_dir, finished_result, truncate_metrics, check_same_run, rng_state,
                              set_rng_state, save_checkpoint, load_checkpoint)
 from .optim import make_optimizer, cosine_lr
 from .distributed import Dist, init_dist, all_sum, rank_batch
@@ -222,6 +222,7 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = Tr
     One process writes a run: another one waits for it (`wait`) or fails at once with RunBusy."""
     d, device = init_dist(resolve_device(cfg.device))
     check_tokenizer(cfg.tokenizer, available=True)   # GPT-2's files first: a corpus is not built for nothing
+    check_run_folder(Path(out_dir) if out_dir else load_settings().runs_dir)   # and a folder the run can be written to
     prepare(cfg.corpus)                     # the corpus's fingerprint is part of the run's identity
     out, chash = Path(out_dir) if out_dir else default_run_dir("lm", cfg, d.world_size), config_hash(cfg)
     # what can be checked is checked before any folder is made: the run in `out`, then the data's size

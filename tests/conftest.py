@@ -27,3 +27,39 @@ def pytest_unconfigure(config):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(_EXIT["status"])
+
+
+def one_line_refusal(main, argv) -> str:
+    "Run `coupled-qk ARGV` in this process: it must refuse with exit status 2 and one line on stderr, no traceback."
+    import contextlib, io
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = main(argv)
+    lines = err.getvalue().strip().splitlines()
+    assert rc == 2, (rc, err.getvalue())
+    assert len(lines) == 1 and "Traceback" not in err.getvalue(), err.getvalue()
+    return lines[0]
+
+
+def data_parallel_equals_one_process(pool, tmp_path, timeout: float) -> None:
+    """One run trained by one task at batch 8, and by two tasks at batch 4 each (data-parallel, gloo on CPU), logs
+    the same curve. `pool(folder, tasks)` is the executor's pool for jobs of that many tasks."""
+    import json, time
+    from coupled_qk.runner import RunCall
+    from coupled_qk.train import TrainConfig
+    base = dict(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=12, eval_every=6, log_every=1,
+                ckpt_every=6, eval_batches=2, device="cpu")
+    h1 = pool(tmp_path / "one", 1).submit(RunCall("lm", "lm-one", TrainConfig(**base, batch_size=8), str(tmp_path / "r1")), "one")
+    h2 = pool(tmp_path / "two", 2).submit(RunCall("lm", "lm-two", TrainConfig(**base, batch_size=4), str(tmp_path / "r2")), "two")
+    t = time.time()
+    while not (h1.done() and h2.done()) and time.time() - t < timeout:
+        time.sleep(0.5)
+    assert h1.result()["ran"] and h2.result()["ran"]
+    r2 = json.loads((tmp_path / "r2" / "result.json").read_text())
+    assert r2["world_size"] == 2 and r2["global_batch_tokens"] == 8 * 64
+    c1, c2 = ([(m["step"], m["train_loss"], m["val_loss"]) for m in map(json.loads, (tmp_path / r / "metrics.jsonl")
+               .read_text().splitlines())] for r in ("r1", "r2"))
+    assert [s for s, *_ in c1] == [s for s, *_ in c2]
+    for (_, a, va), (_, b, vb) in zip(c1, c2):
+        assert (a is None and b is None) or abs(a - b) < 1e-4, (a, b)
+        assert (va is None and vb is None) or abs(va - vb) < 1e-4, (va, vb)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, one_line_refusal
 
 BIN = str(Path(sys.executable).parent / "coupled-qk")
 SMOKE = ["--preset", "smoke", "--device", "cpu", "--quiet", "--max-steps", "1", "--batch-size", "2"]
@@ -75,6 +75,9 @@ CASES = [
      "--seq 100000: one layer's attention scores alone take"),
     ("bench-out", lambda ws: (ws / "afile").write_text("x") and ["bench", "--shapes", "smoke", "--out",
                                                                    str(ws / "afile" / "b")], {}, "cannot write there"),
+    ("no-apt-get", lambda ws: ["data", "prepare", "debmix"], {"PATH": "/nonexistent"}, "apt-get is not available"),
+    ("runs-dir-under-a-file", lambda ws: (ws / "afile").write_text("x") and ["train", *SMOKE, "--corpus", "pydocs"],
+     {"COUPLED_QK_RUNS_DIR": "{ws}/afile/runs"}, "set runs_dir in settings.ini"),
 ]
 
 
@@ -86,7 +89,7 @@ def _tree(d: Path) -> dict:
 def _env(monkeypatch, ws: Path, env: dict):
     for k, v in {"COUPLED_QK_RUNS_DIR": str(ws / "runs"), "COUPLED_QK_FIGURES_DIR": str(ws / "figures"),
                  "COUPLED_QK_DATA_DIR": str(ws / "data"), **env}.items():
-        monkeypatch.setenv(k, v)
+        monkeypatch.setenv(k, v.replace("{ws}", str(ws)))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -99,13 +102,8 @@ def test_bad_data_is_one_line_and_leaves_nothing(case, tmp_path, monkeypatch):
     _env(monkeypatch, ws, env)
     argv = argv(ws)
     before = _tree(ws)
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        rc = main(argv)
-    lines = err.getvalue().strip().splitlines()
-    assert rc == 2, (rc, err.getvalue())
-    assert len(lines) == 1 and "Traceback" not in err.getvalue(), err.getvalue()
-    assert needle in lines[0], lines[0]
+    line = one_line_refusal(main, argv)
+    assert needle in line, line
     assert _tree(ws) == before, f"a refusal changed the workspace: {sorted(set(_tree(ws)) ^ set(before))}"
 
 
@@ -192,3 +190,37 @@ def test_killed_force_prepare_never_trains_on_a_partial_corpus(tmp_path):
     assert res["corpus_fingerprint"] == meta["fingerprint"]
     assert _cli("data", "prepare", spec, "--force", **env).returncode == 0
     assert not list(corpora.glob(".*.tmp*")), "the next writer did not remove the killed one's temporary"
+
+
+def test_killed_writers_temporaries_and_a_torn_jobs_file(tmp_path, monkeypatch):
+    """A token cache's writer killed mid-write leaves `.train.bin.tmpPID`: the next writer removes it. A torn jobs file
+    (the Slurm jobs a `reproduce` follows) is one line naming it and the fix."""
+    from coupled_qk.documents import file_sha256
+    from coupled_qk.executors import SubmititPool
+    from coupled_qk.provenance import StateError
+    from coupled_qk.tokens import token_cache
+    _env(monkeypatch, tmp_path, {})
+    spec = f"notes={_text(tmp_path)}"
+    token_cache(spec, "bytes", "train")
+    cache = next((tmp_path / "data" / "tokens").rglob("train.bin"))
+    (cache.parent / ".train.bin.tmp99999").write_bytes(b"half a cache")
+    cache.write_bytes(cache.read_bytes()[:100])          # and the cache itself torn: the next use rewrites it
+    file_sha256.cache_clear()
+    token_cache(spec, "bytes", "train")
+    assert not list(cache.parent.glob(".*.tmp*"))
+    pool = SubmititPool("submitit-local", tmp_path / "jobs")
+    pool.jobs_file.write_text('{"lm-1": "12')
+    with pytest.raises(StateError, match="jobs.json is not valid JSON .*; delete it"):
+        pool._jobs()
+
+
+def test_interrupted_train_says_how_to_resume():
+    "After Ctrl-C, `train` names the flag that continues the run (the same command alone is refused)."
+    from coupled_qk.cli import run_command
+
+    def body(argv):
+        raise KeyboardInterrupt
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert run_command("coupled-qk train", body, []) == 130
+    assert "the same command with --resume continues" in err.getvalue(), err.getvalue()

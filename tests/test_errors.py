@@ -4,13 +4,11 @@ status 2, no traceback, raised before any compute, and no file in the workspace 
 Each case runs `coupled-qk ARGS` in this process (the same `cli.main` the console script calls) inside a
 workspace whose runs, figures and settings live in a temporary folder; the prepared corpora are the project's.
 """
-import contextlib
-import io
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, one_line_refusal
 
 SMOKE = ["--preset", "smoke", "--corpus", "pydocs", "--device", "cpu", "--quiet"]
 
@@ -110,7 +108,7 @@ CASES = [
     ("not-a-dict-checkpoint", lambda ws: ["train", *SMOKE, "--max-steps", "1", "--resume", "--out",
                                           str(_run_with_ckpt(ws, [1, 2, 3]))], {}, "not a checkpoint of this project"),
     ("other-run-checkpoint", _other_run, {}, "belongs to another run"),
-    ("out-under-a-file", _file_as_folder, {}, "Not a directory"),
+    ("out-under-a-file", _file_as_folder, {}, "afile is a file; set runs_dir"),
     ("settings-no-header", _settings("data_dir = x\n"), {}, "not a valid settings file"),
     ("settings-bad-line", _settings("[coupled_qk]\ndata_dir = x\nthis is not a setting\n"), {},
      "settings.ini, line 3: 'this is not a setting' is not a valid settings file line"),
@@ -197,14 +195,9 @@ def test_bad_input_is_one_line(case, tmp_path, monkeypatch):
         monkeypatch.setenv(k, v)
     argv = argv(ws) if callable(argv) else argv
     before = _snapshot(ws)
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        rc = main(argv)
-    lines = err.getvalue().strip().splitlines()
-    assert rc == 2, (rc, err.getvalue())
-    assert len(lines) == 1 and "Traceback" not in err.getvalue(), err.getvalue()
-    assert needle in lines[0], lines[0]
-    assert lines[0].count("coupled-qk") <= 2, lines[0]          # the command named once (and maybe its --help)
+    line = one_line_refusal(main, argv)
+    assert needle in line, line
+    assert line.count("coupled-qk") <= 2, line          # the command named once (and maybe its --help)
     assert _snapshot(ws) == before, "a bad input changed or removed files"
 
 

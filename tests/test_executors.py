@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, data_parallel_equals_one_process
 
 CLI = [str(Path(sys.executable).with_name("coupled-qk"))]
 
@@ -95,26 +95,7 @@ def test_failed_job_is_one_line(tmp_path, monkeypatch):
 def test_two_task_job_trains_data_parallel(tmp_path, monkeypatch):
     """A job of two tasks (what a 2-GPU run gets on Slurm: one task per GPU; here two CPU tasks with gloo) trains the
     run data-parallel through the same call: the curve of one process with the same global batch."""
-    import time
     from coupled_qk.executors import SubmititPool
-    from coupled_qk.runner import RunCall
-    from coupled_qk.train import TrainConfig
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    base = dict(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=12, eval_every=6, log_every=1,
-                ckpt_every=6, eval_batches=2, device="cpu")
-    one = SubmititPool("submitit-local", tmp_path / "one")
-    two = SubmititPool("submitit-local", tmp_path / "two", dict(tasks_per_node=2))
-    h1 = one.submit(RunCall("lm", "lm-one", TrainConfig(**base, batch_size=8), str(tmp_path / "r1")), "one")
-    h2 = two.submit(RunCall("lm", "lm-two", TrainConfig(**base, batch_size=4), str(tmp_path / "r2")), "two")
-    t = time.time()
-    while not (h1.done() and h2.done()) and time.time() - t < 600:
-        time.sleep(0.5)
-    assert h1.result()["ran"] and h2.result()["ran"]
-    r2 = json.loads((tmp_path / "r2" / "result.json").read_text())
-    assert r2["world_size"] == 2 and r2["global_batch_tokens"] == 8 * 64
-    c1, c2 = ([(m["step"], m["train_loss"], m["val_loss"]) for m in map(json.loads, (tmp_path / r / "metrics.jsonl")
-               .read_text().splitlines())] for r in ("r1", "r2"))
-    assert [s for s, *_ in c1] == [s for s, *_ in c2]
-    for (_, a, va), (_, b, vb) in zip(c1, c2):
-        assert (a is None and b is None) or abs(a - b) < 1e-4, (a, b)
-        assert (va is None and vb is None) or abs(va - vb) < 1e-4, (va, vb)
+    data_parallel_equals_one_process(lambda folder, tasks: SubmititPool(
+        "submitit-local", folder, {"tasks_per_node": 2} if tasks == 2 else None), tmp_path, 600)

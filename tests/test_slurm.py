@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, data_parallel_equals_one_process
 
 CLI = [str(Path(sys.executable).with_name("coupled-qk"))]
 # A CPU partition: no GPU, one CPU and 1 GB a run, runs of one thread
@@ -161,9 +161,9 @@ def test_time_limit_and_preemption_requeue_and_resume_exactly(cluster, tmp_path,
     from coupled_qk.runner import RunCall
     from coupled_qk.train import TrainConfig
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    cfg = TrainConfig(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=450, batch_size=8,
+    cfg = TrainConfig(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=900, batch_size=8,
                       eval_every=150, eval_batches=2, ckpt_every=5, log_every=15, device="cpu")
-    limited = SubmititPool("slurm", tmp_path / "limited", _params(timeout_min=1, slurm_signal_delay_s=45))
+    limited = SubmititPool("slurm", tmp_path / "limited", _params(timeout_min=1, slurm_signal_delay_s=55))
     pool = SubmititPool("slurm", tmp_path / "sub", _params())
     lim = limited.submit(RunCall("lm", "lm-limit", cfg, str(tmp_path / "limit")), "limit")
     pre, full = pool.submit_all([(RunCall("lm", "lm-pre", cfg, str(tmp_path / "pre")), "pre"),
@@ -187,27 +187,9 @@ def test_time_limit_and_preemption_requeue_and_resume_exactly(cluster, tmp_path,
 def test_two_task_job_trains_data_parallel_through_srun(cluster, tmp_path, monkeypatch):
     "A Slurm job of two tasks (srun starts both, gloo on CPU) trains the curve of one task with the same global batch."
     from coupled_qk.executors import SubmititPool
-    from coupled_qk.runner import RunCall
-    from coupled_qk.train import TrainConfig
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    base = dict(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=12, eval_every=6, log_every=1,
-                ckpt_every=6, eval_batches=2, device="cpu")
-    h1 = SubmititPool("slurm", tmp_path / "one", _params()).submit(
-        RunCall("lm", "lm-one", TrainConfig(**base, batch_size=8), str(tmp_path / "r1")), "one")
-    h2 = SubmititPool("slurm", tmp_path / "two", _params(tasks_per_node=2)).submit(
-        RunCall("lm", "lm-two", TrainConfig(**base, batch_size=4), str(tmp_path / "r2")), "two")
-    t = time.time()
-    while not (h1.done() and h2.done()) and time.time() - t < 300:
-        time.sleep(0.5)
-    assert h1.result()["ran"] and h2.result()["ran"]
-    r2 = json.loads((tmp_path / "r2" / "result.json").read_text())
-    assert r2["world_size"] == 2 and r2["global_batch_tokens"] == 8 * 64
-    c1, c2 = ([(m["step"], m["train_loss"], m["val_loss"]) for m in map(json.loads, (tmp_path / r / "metrics.jsonl")
-               .read_text().splitlines())] for r in ("r1", "r2"))
-    assert [s for s, *_ in c1] == [s for s, *_ in c2]
-    for (_, a, va), (_, b, vb) in zip(c1, c2):
-        assert (a is None and b is None) or abs(a - b) < 1e-4, (a, b)
-        assert (va is None and vb is None) or abs(va - vb) < 1e-4, (va, vb)
+    data_parallel_equals_one_process(lambda folder, tasks: SubmititPool(
+        "slurm", folder, _params(**({"tasks_per_node": 2} if tasks == 2 else {}))), tmp_path, 300)
 
 
 @pytest.mark.parametrize("env, needle", [
