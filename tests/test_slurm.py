@@ -161,9 +161,9 @@ def test_time_limit_and_preemption_requeue_and_resume_exactly(cluster, tmp_path,
     from coupled_qk.runner import RunCall
     from coupled_qk.train import TrainConfig
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    cfg = TrainConfig(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=900, batch_size=8,
+    cfg = TrainConfig(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=1200, batch_size=8,
                       eval_every=150, eval_batches=2, ckpt_every=5, log_every=15, device="cpu")
-    limited = SubmititPool("slurm", tmp_path / "limited", _params(timeout_min=1, slurm_signal_delay_s=55))
+    limited = SubmititPool("slurm", tmp_path / "limited", _params(timeout_min=1, slurm_signal_delay_s=45))
     pool = SubmititPool("slurm", tmp_path / "sub", _params())
     lim = limited.submit(RunCall("lm", "lm-limit", cfg, str(tmp_path / "limit")), "limit")
     pre, full = pool.submit_all([(RunCall("lm", "lm-pre", cfg, str(tmp_path / "pre")), "pre"),
