@@ -121,8 +121,10 @@ def sbatch_refusal(text: str) -> SettingsError:
 
 def _slurm_executor(folder: Path, parameters: dict):
     import submitit
-    ex = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
-    ex.update_parameters(**parameters)
+    p = dict(parameters)                             # max_num_timeout: requeues after a time limit (submitit: 3)
+    ex = submitit.AutoExecutor(folder=str(folder), cluster="slurm",
+                               slurm_max_num_timeout=p.pop("slurm_max_num_timeout", 3))
+    ex.update_parameters(**p)
     use_squeue()                                     # states from squeue, not sacct
     return ex
 

@@ -163,7 +163,11 @@ def test_time_limit_and_preemption_requeue_and_resume_exactly(cluster, tmp_path,
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     cfg = TrainConfig(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=1200, batch_size=8,
                       eval_every=150, eval_batches=2, ckpt_every=5, log_every=15, device="cpu")
-    limited = SubmititPool("slurm", tmp_path / "limited", _params(timeout_min=1, slurm_signal_delay_s=45))
+    # Every signal to a 1-minute job counts as a time-out for submitit (its guaranteed walltime is negative), and the
+    # signal comes 15-45 s into each attempt (slurmctld checks limits every 30 s): a loaded machine can need more than
+    # submitit's default 3 requeues to finish the run, so the limited job may time out up to 30 times.
+    limited = SubmititPool("slurm", tmp_path / "limited", _params(timeout_min=1, slurm_signal_delay_s=45,
+                                                                  slurm_max_num_timeout=30))
     pool = SubmititPool("slurm", tmp_path / "sub", _params())
     lim = limited.submit(RunCall("lm", "lm-limit", cfg, str(tmp_path / "limit")), "limit")
     pre, full = pool.submit_all([(RunCall("lm", "lm-pre", cfg, str(tmp_path / "pre")), "pre"),
@@ -173,7 +177,7 @@ def test_time_limit_and_preemption_requeue_and_resume_exactly(cluster, tmp_path,
         time.sleep(0.1)
     assert not pre.done(), "the run finished before it could be preempted"
     _sh("scancel", "--signal=USR2", pre.job_id)
-    while not all(h.done() for h in (lim, pre, full)) and time.time() - t < 400:
+    while not all(h.done() for h in (lim, pre, full)) and time.time() - t < 1200:
         time.sleep(1)
     assert all(h.result()["ran"] for h in (lim, pre, full))
     for h, folder in ((lim, "limited"), (pre, "sub")):
