@@ -12,9 +12,9 @@ from .settings import load_settings
 
 # %% auto #0
 __all__ = ['KINDS', 'PAPER_CORPORA', 'CPU_CHOSEN', 'EMBEDDED', 'SCALE_SPECS', 'PRIMARY', 'SECONDARY', 'MAIN', 'ABLATION',
-           'SCALING', 'ARTIFACTS', 'DEFAULT_ARTIFACTS', 'PAPER', 'Run', 'ScaleSpec', 'tuned_from', 'scale_spec',
-           'lm_run', 'mqar_run', 'glue_run', 'matched_hidden', 'Artifact', 'artifact_runs', 'plan', 'run_dir',
-           'is_done']
+           'SCALING', 'ARTIFACTS', 'DEFAULT_ARTIFACTS', 'PAPER', 'HIERARCHY', 'Run', 'ScaleSpec', 'tuned_from',
+           'scale_spec', 'lm_run', 'mqar_run', 'glue_run', 'matched_hidden', 'Artifact', 'artifact_runs', 'plan',
+           'run_dir', 'is_done', 'Hypothesis']
 
 # %% ../nbs/09a_registry.ipynb #5e29fe82
 KINDS = ("lm", "mqar", "glue")
@@ -332,3 +332,24 @@ PAPER = {
     "steps": "n = 1 … 7 perform alike; one step suffices",
     "overhead_pct": 0.11,
 }
+
+# %% ../nbs/09a_registry.ipynb #09ahier2
+@dataclass(frozen=True)
+class Hypothesis:
+    "One pre-registered claim: its place in the hierarchy, the comparison, the claimed effect and the MDE it is sized for."
+    place: str              # primary | secondary | exploratory (the order of HIERARCHY is the gate's sequence)
+    claim: str
+    group: str              # the variant tested ...
+    baseline: str           # ... against this one, paired by seed
+    effect: float | str     # the claimed effect in % (0: no difference) or a direction, 'lower' / 'higher'
+    mde_pct: float          # the largest minimum detectable effect its seeds may leave
+
+HIERARCHY = (
+    Hypothesis("primary", "coupled (Hamiltonian) beats standard", "hamiltonian", "standard", -6.6, 2.0),
+    Hypothesis("secondary", "coupled (Hamiltonian) beats a parameter-matched standard", "hamiltonian",
+               "standard_matched", "lower", 3.0),
+    Hypothesis("secondary", "coupling is the active ingredient: Hamiltonian beats MLP-only", "hamiltonian", "mlp_only",
+               -5.14, 3.0),
+    Hypothesis("secondary", "invertible coupling improves standard attention", "invertible", "standard", "lower", 3.0),
+    Hypothesis("secondary", "Hamiltonian ≈ Euler at n = 4 steps", "hamiltonian_n4", "euler_n4", 0.0, 3.0),
+)

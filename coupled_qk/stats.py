@@ -14,11 +14,12 @@ import pandas as pd
 from scipy import optimize, stats, special
 
 # %% auto #0
-__all__ = ['COMPARE_COLUMNS', 'PAIRED_COLUMNS', 'EQUIVALENCE_MARGIN_PCT', 'VERDICTS', 'describe', 'fmt_mean_std', 'welch',
-           'hedges_j', 'effect_size', 'hedges_g', 'relative_change_ci', 'variance_ratio_test', 'holm',
-           'comparison_groups', 'compare', 'mde', 'mean_test', 'paired_test', 'pair', 'compare_paired', 'verdict',
-           'tost_p', 'familywise_level', 'tokens_to_target', 'tokens_to_target_ratio', 'choose_setting',
-           'detectable_sd_ratio', 'sd_ratio_test', 'tokens_to_match', 'value_at', 'last_quarter_gain']
+__all__ = ['COMPARE_COLUMNS', 'PAIRED_COLUMNS', 'EQUIVALENCE_MARGIN_PCT', 'VERDICTS', 'SESOI_PCT', 'DECIDED', 'PLACES',
+           'describe', 'fmt_mean_std', 'welch', 'hedges_j', 'effect_size', 'hedges_g', 'relative_change_ci',
+           'variance_ratio_test', 'holm', 'comparison_groups', 'compare', 'mde', 'mean_test', 'paired_test', 'pair',
+           'compare_paired', 'verdict', 'tost_p', 'familywise_level', 'one_sided_mde', 'seeds_for_mde', 'decide',
+           'gatekeep', 'tokens_to_target', 'tokens_to_target_ratio', 'choose_setting', 'detectable_sd_ratio',
+           'sd_ratio_test', 'tokens_to_match', 'value_at', 'last_quarter_gain']
 
 # %% ../nbs/07_stats.ipynb #744a14f7
 def _clean(x) -> np.ndarray:
@@ -349,6 +350,88 @@ def tost_p(mean: float, sd: float, n: int, margin: float = EQUIVALENCE_MARGIN_PC
 def familywise_level(m: int, alpha: float = 0.05) -> float:
     "The confidence level of each of m simultaneous intervals (Bonferroni): 1 - alpha/m."
     return 1 - alpha / max(1, m)
+
+# %% ../nbs/07_stats.ipynb #07hier02
+SESOI_PCT = 2.0          # the smallest effect of interest (% of test perplexity): the equivalence margin of a tested row
+DECIDED = ("reproduced", "not reproduced at this scale", "opposite sign", "equivalent")
+PLACES = ("primary", "secondary", "exploratory")
+
+def one_sided_mde(se: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
+    "Minimum detectable mean of a one-sided one-sample t-test at `alpha` with `power`: n values, standard error `se`; exact."
+    if n < 2 or not np.isfinite(se):
+        return math.nan
+    df, crit = n - 1, stats.t.ppf(1 - alpha, n - 1)
+    return float(optimize.brentq(lambda delta: stats.nct.sf(crit, df, delta) - power, 0.0, 4 * (crit + 4)) * se)
+
+def seeds_for_mde(sd: float, target: float, power: float = 0.8, alpha: float = 0.05, n_max: int = 1000) -> int:
+    "The fewest paired seeds whose one-sided MDE is at most `target`, for a per-seed sd `sd` (in target's unit)."
+    for n in range(2, n_max + 1):
+        if one_sided_mde(sd / math.sqrt(n), n, power, alpha) <= target:
+            return n
+    raise ValueError(f"an MDE of {target} at a per-seed sd of {sd} needs more than {n_max} seeds")
+
+def _side(claim) -> int:
+    "+1 or -1: the direction a claim asserts (0 for a claim of no difference)."
+    if claim in ("lower", "higher"):
+        return -1 if claim == "lower" else 1
+    if not isinstance(claim, (int, float)) or not math.isfinite(claim):
+        raise ValueError(f"a claim is a number (the claimed effect, 0 for none) or 'lower' / 'higher', not {claim!r}")
+    return int(np.sign(claim))
+
+def decide(d, claim, sesoi: float = SESOI_PCT, alpha: float = 0.05, power: float = 0.8,
+           discriminating: bool = True) -> dict:
+    """The pre-registered rule for one tested row: per-seed effects `d` (paired by seed) against `claim` (the
+    claimed effect, 0 for no difference, or a direction 'lower' / 'higher'), by one-sided t-tests at `alpha`.
+    Returns the n, mean, sd, 95 % interval, the four p-values, the one-sided MDE and the verdict."""
+    d = _clean(d)
+    n, nan, s = len(d), math.nan, _side(claim)
+    out = dict(n=n, mean=float(d.mean()) if n else nan, sd=nan, ci_low=nan, ci_high=nan, p_dir=nan, p_opp=nan,
+               p_claim=nan, p_equiv=nan, mde=nan, verdict="inconclusive")
+    if not discriminating:
+        return {**out, "verdict": "not tested in a discriminating regime"}
+    if n < 2:
+        return out
+    m, sd = out["mean"], float(np.std(d, ddof=1))
+    se, T = sd / math.sqrt(n), stats.t(n - 1)
+    half = float(T.ppf(0.975)) * se
+    out.update(sd=sd, ci_low=m - half, ci_high=m + half, mde=one_sided_mde(se, n, power, alpha))
+    if not sd > 1e-12 * abs(m):
+        return out
+    p_equiv = float(max(T.sf((m + sesoi) / se), T.cdf((m - sesoi) / se)))        # H0: |mu| >= sesoi
+    if s == 0:                                                                   # a claim of no difference
+        p_beyond = float(min(T.sf((m - sesoi) / se), T.cdf((m + sesoi) / se)))   # H0: |mu| <= sesoi (one side)
+        out.update(p_equiv=p_equiv, p_claim=p_beyond)
+        out["verdict"] = ("reproduced" if p_equiv < alpha else "not reproduced at this scale" if p_beyond < alpha
+                          else "inconclusive")
+        return out
+    p_dir, p_opp = float(T.cdf(s * -m / se)), float(T.cdf(s * m / se))           # H0: mu on the other side of 0
+    p_claim = float(T.sf(s * (claim - m) / se)) if isinstance(claim, (int, float)) else nan   # H0: mu at the claim or beyond
+    out.update(p_dir=p_dir, p_opp=p_opp, p_claim=p_claim, p_equiv=p_equiv)
+    claim_outside = not isinstance(claim, (int, float)) or abs(claim) > sesoi   # equivalence then contradicts the claim
+    if p_opp < alpha:
+        out["verdict"] = "opposite sign"
+    elif claim_outside and p_equiv < alpha:
+        out["verdict"] = "equivalent"
+    elif p_dir < alpha and not p_claim < alpha:
+        out["verdict"] = "reproduced"
+    elif p_claim < alpha:
+        out["verdict"] = "not reproduced at this scale"
+    return out
+
+def gatekeep(places, verdicts) -> list:
+    """The fixed-sequence gate: for rows in the order pre-registered (`places`: 'primary', then 'secondary' rows,
+    then 'exploratory'), whether each is tested at alpha. The primary always is; each secondary only if every
+    tested row before it was decided; an exploratory row never."""
+    places = list(places)
+    if places.count("primary") != 1 or places[0] != "primary" or any(p not in PLACES for p in places):
+        raise ValueError(f"places must start with the one 'primary', then 'secondary' / 'exploratory' rows, not {places}")
+    tested, open_ = [], True
+    for place, v in zip(places, verdicts):
+        t = place != "exploratory" and open_
+        tested.append(t)
+        if t and v not in DECIDED:
+            open_ = False
+    return tested
 
 # %% ../nbs/07_stats.ipynb #c1580b1f
 def tokens_to_target(tokens, values, target: float, lower_is_better: bool = True) -> float:
