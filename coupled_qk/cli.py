@@ -51,12 +51,20 @@ def _field_type(ann: str):
 def config_parser(cls, prog: str, description: str, choices: dict | None = None) -> Parser:
     "A parser with one --option per field of the dataclass `cls` (unset options keep the dataclass default)."
     p, docs, choices = Parser(prog=prog, description=description), field_docs(cls), choices or {}
+    from coupled_qk.attention import AttentionConfig
+    from coupled_qk.model import GPTConfig
+    shape = {f.name for c in (GPTConfig, AttentionConfig) for f in fields(c)} if "preset" in {f.name for f in fields(cls)} else set()
     for f in fields(cls):
         t, nargs = _field_type(f.type)
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not dataclasses.MISSING else None
         valid = f"; valid: {', '.join(map(str, choices[f.name]))}" if f.name in choices else ""
-        text = f"{docs.get(f.name, f.name.replace('_', ' '))} (default {default}{valid})"
+        doc = docs.get(f.name, f.name.replace("_", " "))
+        if default is not None:
+            said = f"default {default}"
+        else:                                    # unset: the doc says what None means, else the preset decides
+            said = "" if "None" in doc else "default: the preset's" if f.name in shape else "default: none"
+        text = f"{doc} ({said}{valid})" if said else f"{doc} ({valid.removeprefix('; ')})" if valid else doc
         if t is bool:
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:

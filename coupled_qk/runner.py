@@ -6,6 +6,7 @@ rest through their experiment notebooks (one writer per run), then execute the a
 # %% ../nbs/09b_runner.ipynb #cd5228cd
 from __future__ import annotations
 import json, os, statistics, time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from .settings import load_settings, UserError, writable_dir
@@ -237,10 +238,14 @@ def _devices(jobs: int) -> list[str | None]:
     return [f"cuda:{i % n}" for i in range(jobs)] if n else [None] * jobs
 
 def describe(run: Run) -> str:
-    "A run in words: kind, variant, seed and corpus (the task for MQAR and GLUE)."
+    """A run in words: kind, variant, seed and corpus (the task for MQAR and GLUE), then what sets it apart from
+    the same variant's other runs (its tags: budget, steps, control, size; a sweep's lr and Δt init)."""
     c = run.config
     what = c.get("corpus") if run.kind == "lm" else c.get("task")
-    return f"{run.kind} {c.get('variant', 'standard')} seed {c.get('seed', 0)} {what}"
+    apart = [f"{k} {v}" for k, v in run.tags.items() if k not in ("corpus_role", "stage", "task")]
+    if run.tags.get("stage"):                    # an lr_sweep run: its values are the point
+        apart += [f"lr {c.get('lr')}"] + ([f"dt_init {c['dt_init']}"] if c.get("dt_init") is not None else [])
+    return " ".join([run.kind, c.get("variant", "standard"), "seed", str(c.get("seed", 0)), str(what), *apart])
 
 def error_line(e: BaseException) -> str:
     """A failed run's error in one line, `Type: message`: the exception itself from a local worker, or the last
@@ -376,12 +381,14 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
     t1 = time.time()
     out_nbs = runs_dir / "artifacts" / scale
     out_nbs.mkdir(parents=True, exist_ok=True)
-    for a in artifacts:
+    def draw(a):                             # the artifact notebooks are independent: `jobs` kernels at once
         nb = nbs_dir() / ARTIFACTS[a].notebook
-        run_notebook(nb, out_nbs / nb.name,
-                     dict(scale=scale, budget=budget, figures_dir=str(figures_dir), runs_dir=str(runs_dir)))
-        rep.artifact_dirs.append(str(figures_dir / scale / a))
-        log(f"  artifact {a}: {figures_dir / scale / a}")
+        return run_notebook(nb, out_nbs / nb.name,
+                            dict(scale=scale, budget=budget, figures_dir=str(figures_dir), runs_dir=str(runs_dir)))
+    with ThreadPoolExecutor(max(1, min(jobs, len(artifacts)))) as pool:
+        for a, _ in zip(artifacts, pool.map(draw, artifacts)):     # in order; the first failure is raised
+            rep.artifact_dirs.append(str(figures_dir / scale / a))
+            log(f"  artifact {a}: {figures_dir / scale / a}")
     rep.artifact_seconds = time.time() - t1
     return rep
 

@@ -32,5 +32,5 @@ def test_readme_has_its_examples():
 @pytest.mark.parametrize("heading,code", BLOCKS, ids=[f"{i}: {h.lstrip('# ')}" for i, (h, _) in enumerate(BLOCKS)])
 def test_readme_block_runs(heading, code):
     if "transformers" in code:
-        pytest.importorskip("transformers", reason="the example needs the optional extra: pip install coupled_qk[hf]")
+        pytest.importorskip("transformers", reason="the example needs the optional extra: pip install -e \".[hf]\"")
     exec(compile(code, f"README.md ({heading})", "exec"), {"__name__": "readme"})
