@@ -11,6 +11,11 @@ for _key, _sub in (("COUPLED_QK_GPT2_DIR", "gpt2"), ("COUPLED_QK_SHARED_DATA_DIR
     if (SHARED / _sub).is_dir():
         os.environ.setdefault(_key, str(SHARED / _sub))
 
+# `make test` runs two pytest-xdist workers on the two cores: one thread each (set before any test imports torch)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 _EXIT = {}
 
 
@@ -23,6 +28,8 @@ def pytest_unconfigure(config):
     model): dynamo's weak references otherwise print harmless KeyErrors while the interpreter shuts down, after
     the line CI reads. Every test has run and every report is written by now; the exit status is pytest's."""
     import sys
+    if os.environ.get("PYTEST_XDIST_WORKER"):     # a worker ends as xdist asks; its stderr is not shown anyway
+        return
     if "torch._dynamo" in sys.modules and "status" in _EXIT:
         sys.stdout.flush()
         sys.stderr.flush()

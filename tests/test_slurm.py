@@ -24,6 +24,9 @@ CLI = [str(Path(sys.executable).with_name("coupled-qk"))]
 SMALL = dict(COUPLED_QK_SLURM_GPUS_PER_RUN="0", COUPLED_QK_SLURM_CPUS_PER_RUN="1", COUPLED_QK_SLURM_MEM_GB="1",
              COUPLED_QK_SLURM_TIME_MIN="10", OMP_NUM_THREADS="1")
 
+# One cluster per test run: under pytest-xdist every Slurm test runs on the one worker that started it.
+pytestmark = pytest.mark.xdist_group("slurm")
+
 
 def _sh(*cmd, check=True, timeout=120) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=timeout)
@@ -149,6 +152,10 @@ def _metrics(d: Path) -> list:
             for line in (d / "metrics.jsonl").read_text().splitlines()]
 
 
+def _logs(folder: Path, job_id) -> str:
+    return "".join(f.read_text() for f in folder.glob(f"{job_id}_*_log.*"))
+
+
 def _params(**kw) -> dict:
     return {**dict(nodes=1, gpus_per_node=0, tasks_per_node=1, cpus_per_task=1, mem_gb=1, timeout_min=10), **kw}
 
@@ -164,8 +171,8 @@ def test_time_limit_and_preemption_requeue_and_resume_exactly(cluster, tmp_path,
     cfg = TrainConfig(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=1200, batch_size=8,
                       eval_every=150, eval_batches=2, ckpt_every=5, log_every=15, device="cpu")
     # Every signal to a 1-minute job counts as a time-out for submitit (its guaranteed walltime is negative), and the
-    # signal comes 15-45 s into each attempt (slurmctld checks limits every 30 s): a loaded machine can need more than
-    # submitit's default 3 requeues to finish the run, so the limited job may time out up to 30 times.
+    # signal comes 15-45 s into each attempt (slurmctld checks limits every 30 s): more than submitit's default 3
+    # requeues may come before the limit is raised below, so the limited job may time out up to 30 times.
     limited = SubmititPool("slurm", tmp_path / "limited", _params(timeout_min=1, slurm_signal_delay_s=45,
                                                                   slurm_max_num_timeout=30))
     pool = SubmititPool("slurm", tmp_path / "sub", _params())
@@ -177,11 +184,16 @@ def test_time_limit_and_preemption_requeue_and_resume_exactly(cluster, tmp_path,
         time.sleep(0.1)
     assert not pre.done(), "the run finished before it could be preempted"
     _sh("scancel", "--signal=USR2", pre.job_id)
+    # Once the limited job has been signalled and requeued, give it the time to finish: each later attempt would
+    # otherwise get 15-45 s, most of it start-up on a loaded machine (the test is of one requeue, not of many)
+    while "Requeued job" not in _logs(tmp_path / "limited", lim.job_id) and not lim.done() and time.time() - t < 600:
+        time.sleep(1)
+    _sh("scontrol", "update", f"JobId={lim.job_id}", "TimeLimit=10", check=False)
     while not all(h.done() for h in (lim, pre, full)) and time.time() - t < 1200:
         time.sleep(1)
     assert all(h.result()["ran"] for h in (lim, pre, full))
     for h, folder in ((lim, "limited"), (pre, "sub")):
-        log = "".join(f.read_text() for f in (tmp_path / folder).glob(f"{h.job_id}_*_log.*"))
+        log = _logs(tmp_path / folder, h.job_id)
         assert "Requeued job" in log, log[-2000:]
     assert "timed-out" in "".join(f.read_text() for f in (tmp_path / "limited").glob("*_log.err"))
     for d in ("limit", "pre"):
