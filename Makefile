@@ -46,9 +46,11 @@ $(LOCK_TOOLS)/bin/pip-compile:
 	$(PYTHON) -m venv $(LOCK_TOOLS)
 	$(LOCK_TOOLS)/bin/pip install -q --disable-pip-version-check "$(PIP_TOOLS)"
 
-# Run every notebook's tests (through pytest, one notebook at a time) and the project checks.
+# Run every notebook's tests (through pytest, one notebook at a time) and the project checks, on TEST_WORKERS
+# pytest-xdist workers (the Slurm tests share one worker, as they share one cluster).
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup tests
 
 # The main job: regenerate the figures and tables at SCALE (default: cpu).
 reproduce: setup
