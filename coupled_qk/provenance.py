@@ -10,9 +10,10 @@ from pathlib import Path
 from .settings import UserError, load_settings
 
 # %% auto #0
-__all__ = ['LOCK_DIR', 'CUDA_ONLY', 'ENV_PACKAGES', 'atomic_write', 'temporary_name', 'replacing', 'remove_stale_temporaries',
-           'undo_on_failure', 'StateError', 'read_state', 'git_revision', 'hardware', 'lock_variant', 'lock_path',
-           'locked_versions', 'installed_versions', 'lock_mismatch', 'environment_yml', 'environment']
+__all__ = ['LOCK_DIR', 'CUDA_ONLY', 'ENV_PACKAGES', 'atomic_write', 'temporary_name', 'put_in_place', 'replacing',
+           'remove_stale_temporaries', 'undo_on_failure', 'StateError', 'read_state', 'git_revision', 'hardware',
+           'lock_variant', 'lock_path', 'locked_versions', 'installed_versions', 'lock_mismatch', 'environment_yml',
+           'environment']
 
 # %% ../nbs/10b_provenance.ipynb #89426e5b
 def atomic_write(path: Path, data: bytes | str) -> None:
@@ -26,6 +27,14 @@ def temporary_name(path: Path) -> Path:
     "`.NAME.tmpPID` beside `path`: where this process writes `path` before it is put in place."
     path = Path(path)
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+def put_in_place(work: Path, out: Path) -> None:
+    "Rename the finished folder `work` to `out`; an older `out` makes way first (renamed aside, then removed)."
+    if out.exists():
+        old = out.with_name(f".{out.name}.tmp{os.getpid()}old")
+        os.rename(out, old)
+        shutil.rmtree(old)
+    os.rename(work, out)
 
 @contextlib.contextmanager
 def replacing(path: Path):
