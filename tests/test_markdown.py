@@ -111,3 +111,30 @@ def test_committed_outputs_hold_no_machine_paths_or_warnings():
     found = [f"{nb.relative_to(ROOT)}, {p}" for nb in sorted((ROOT / "nbs").rglob("*.ipynb"))
              if ".ipynb_checkpoints" not in nb.parts for p in output_problems(nb)]
     assert not found, "\n".join(found)
+
+
+def math_problems(text: str) -> list[str]:
+    """Inline math a Markdown renderer would break: a line inside `$…$` that starts like a list item (`+ `, `- `,
+    `* `, `1. `) becomes a bullet, and the page shows the raw `$` and LaTeX."""
+    problems, inside, fence = [], False, False
+    for i, line in enumerate(text.splitlines()):
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+        if fence:
+            continue
+        if inside and re.match(r"([+*-]|\d+[.)])\s", line.lstrip()):
+            problems.append(f"line {i + 1}: inside $…$, a line that starts a list: {line.strip()[:60]!r}")
+        bare = re.sub(r"`[^`]*`", "", line.replace(r"\$", "")).replace("$$", "")
+        if bare.count("$") % 2:
+            inside = not inside
+    return problems
+
+
+def test_the_math_rule_finds_a_list_inside_math():
+    assert math_problems("so $a = b\n+ c$ holds") and not math_problems("so\n$a = b + c$ holds\n- an item")
+    assert not math_problems("$$\na\n+ b\n$$\n") and not math_problems("`$x` and\n- a list")
+
+
+def test_no_inline_math_breaks_into_a_list():
+    found = [f"{n}, {p}" for n, text in markdown_sources() for p in math_problems(text)]
+    assert not found, "\n".join(found)
