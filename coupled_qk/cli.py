@@ -322,7 +322,9 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     from coupled_qk.registry import ARTIFACTS, DEFAULT_ARTIFACTS, SCALE_SPECS
     from coupled_qk.executors import EXECUTORS
     p = Parser(prog="coupled-qk reproduce", description=reproduce_main.__doc__)
-    p.add_argument("artifacts", nargs="*", help=f"artifacts to make (default: all but drift): {', '.join(ARTIFACTS)}")
+    on_request = [x for x in ARTIFACTS if x not in DEFAULT_ARTIFACTS]
+    p.add_argument("artifacts", nargs="*", help=f"artifacts to make: {', '.join(ARTIFACTS)} (default: "
+                   f"{', '.join(DEFAULT_ARTIFACTS)}; on request: {', '.join(on_request)})")
     p.add_argument("--scale", default=None, help=f"{', '.join(SCALE_SPECS)} (default: the default_scale setting)")
     p.add_argument("--jobs", type=int, default=1, help="runs executed in parallel (CPU cores or GPUs; default 1)")
     p.add_argument("--budget", type=float, default=1.0, help="multiply every training budget (train longer: 2, 4, …; default 1)")
@@ -333,6 +335,8 @@ def reproduce_main(argv: list[str] | None = None) -> int:
                    help="train the LM runs under torch.compile (the same run ids: compiling is how a run executes, not "
                         "what it computes); at the cpu scale eager is as fast (see the README's benchmark)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its estimated cost; run nothing")
+    p.add_argument("--list", action="store_true", help="with --dry-run: also one line per run, its id, what sets it "
+                   "apart and its exact config (JSON)")
     p.add_argument("--redraw", action="store_true", help="train nothing: redraw from the committed run summaries")
     p.add_argument("--rehearse", nargs="?", const="exact", default=None, choices=("exact", "small"),
                    help="train nothing for real: build every distinct configuration of the scale and train it 2 steps on "
@@ -347,6 +351,8 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         raise UsageError(f"unknown scale {scale!r}; valid: {', '.join(SCALE_SPECS)}")
     if a.jobs < 1:
         raise UsageError(f"--jobs {a.jobs}: give 1 or more")
+    if a.list and not a.dry_run:
+        raise UsageError("--list goes with --dry-run (it lists the plan's runs without running them)")
     if not (a.budget > 0 and a.budget != float("inf")):
         raise UsageError(f"--budget {a.budget}: give a positive, finite multiplier")
     artifacts = a.artifacts or list(DEFAULT_ARTIFACTS)
@@ -362,7 +368,14 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     import torch
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if a.dry_run:
-        print_plan([x for x in artifacts if x not in unavailable(artifacts, scale)], scale, a.budget, st.runs_dir, dev)
+        made = [x for x in artifacts if x not in unavailable(artifacts, scale)]
+        print_plan(made, scale, a.budget, st.runs_dir, dev)
+        if a.list:
+            import json
+            from coupled_qk.registry import plan
+            from coupled_qk.runner import describe
+            for r in plan(made, scale, a.budget):
+                print(f"{r.run_id}  {describe(r)}  {json.dumps(r.config, sort_keys=True)}")
         return 0
     t = time.time()
     logging.getLogger("papermill").setLevel(logging.ERROR)    # its per-cell chatter is not for the user

@@ -127,6 +127,7 @@ CASES = [
     ("reproduce-artifact", ["reproduce", "table9"], {}, "valid: main_table"),
     ("reproduce-scale", ["reproduce", "--scale", "huge"], {}, "valid: smoke, cpu, paper"),
     ("reproduce-jobs", ["reproduce", "--jobs", "0"], {}, "give 1 or more"),
+    ("reproduce-list-alone", ["reproduce", "--list"], {}, "--list goes with --dry-run"),
     ("reproduce-budget", ["reproduce", "--budget", "-1"], {}, "positive, finite multiplier"),
     ("bench-shape", ["bench", "--shapes", "nosuch"], {}, "valid: smoke, cpu"),
     ("bench-bf16-on-cpu", ["bench", "--shapes", "cpu", "--modes", "bf16"], {}, "measured on CUDA only"),
