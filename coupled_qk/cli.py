@@ -369,7 +369,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if a.dry_run:
         made = [x for x in artifacts if x not in unavailable(artifacts, scale)]
-        print_plan(made, scale, a.budget, st.runs_dir, dev)
+        print_plan(made, scale, a.budget, st.runs_dir, dev, a.jobs)
         if a.list:
             import json
             from coupled_qk.registry import plan

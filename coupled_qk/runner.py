@@ -19,7 +19,8 @@ from .executors import Checkpointable, check_executor, distributed_env, make_exe
 __all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'EXPERIMENTS', 'lm_macs_per_token', 'measured_throughput', 'estimate_seconds',
            'nbs_dir', 'experiment_config', 'typed_config', 'trainer', 'train_seconds', 'RunCall', 'write_summary',
            'NotebookFailed', 'run_notebook', 'glue_dir_for', 'unavailable', 'prepare_corpora', 'prepare_data',
-           'ReproReport', 'describe', 'error_line', 'execute_runs', 'reproduce', 'print_plan', 'drift_lines']
+           'ReproReport', 'describe', 'error_line', 'execute_runs', 'reproduce', 'recorded_seconds', 'print_plan',
+           'drift_lines']
 
 # %% ../nbs/09b_runner.ipynb #18a5bd6d
 # Multiply-accumulates per second of one training job: on this 2-core CPU one thread per job, two jobs at
@@ -393,12 +394,25 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
     return rep
 
 # %% ../nbs/09b_runner.ipynb #e276b00e
-def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type: str):
-    "The plan, what is done, and its estimated cost (in GPU-hours at the paper scale, with a warning on a CPU)."
+def recorded_seconds(run: Run, summaries: Path) -> float | None:
+    "What `run` took when its committed summary was made (training and evaluation), or None where there is none."
+    try:
+        res = read_state(summaries / f"{run.run_id}.json", "")["result"]
+    except (StateError, KeyError, TypeError):
+        return None
+    return float(res["wall_clock_s"]) + float(res.get("eval_s") or 0) if res.get("wall_clock_s") else None
+
+def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type: str, jobs: int = 1,
+               figures_dir: Path | None = None):
+    """The plan, what is done, and its estimated cost (in GPU-hours at the paper scale, with a warning on a CPU). On
+    a CPU, a run with a committed summary costs what it took then; the others are modelled."""
     runs = plan(artifacts, scale, budget)
     todo = [r for r in runs if not is_done(r, runs_dir)]
     measured = measured_throughput()
-    est = sum(estimate_seconds(r, device_type, measured) for r in todo)
+    summaries = Path(figures_dir or load_settings().figures_dir) / scale / "runs"
+    recorded = {r.run_id: recorded_seconds(r, summaries) for r in todo} if device_type == "cpu" else {}
+    est = sum(recorded.get(r.run_id) or estimate_seconds(r, device_type, measured) for r in todo)
+    n_rec = sum(v is not None for v in recorded.values())
     print(f"scale {scale} ({scale_spec(scale).note}); budget ×{budget:g}; device {device_type}")
     for a in artifacts:
         ar = artifact_runs(a, scale, budget)
@@ -416,8 +430,9 @@ def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type
         print(f"warning: this machine has no GPU; the paper scale would take about {est / 3600 / 24 / 365:,.0f} years "
               "of one CPU job here; run it on GPUs (scripts/gpu_check.sh measures one), or rehearse it here with --rehearse")
     else:
-        print(f"estimated training time: {est / 60:.0f} min on one {device_type} job (divide by the jobs where cores "
-              f"or GPUs allow), plus about {len(artifacts) * 25 / 60:.0f} min for the artifact notebooks")
+        print(f"estimated training time: {est / 60:.0f} min of one {device_type} job, about {est / 60 / jobs:.0f} min at "
+              f"--jobs {jobs} ({n_rec} of {len(todo)} runs at the wall-clock their committed summaries recorded, the "
+              f"rest modelled), plus about {len(artifacts) * 25 / 60 / jobs:.0f} min for the artifact notebooks")
 
 def drift_lines(scale: str) -> list[str]:
     "One line per embedded corpus of `scale` whose prepared text differs from the pinned one the figures used."
