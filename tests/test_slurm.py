@@ -170,11 +170,10 @@ def test_time_limit_and_preemption_requeue_and_resume_exactly(cluster, tmp_path,
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     cfg = TrainConfig(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=2000, batch_size=8,
                       eval_every=150, eval_batches=2, ckpt_every=5, log_every=15, device="cpu")
-    # The signal comes about 30 s into the job: late enough that submitit's handler is installed even while the other
-    # test worker loads the machine (at 15 s a loaded start-up was killed by it), early enough that the 2,000-step run
-    # is still training on an idle one. Every signal to a 1-minute job counts as a time-out for submitit (its guaranteed walltime is negative), and the
-    # signal comes 15-45 s into each attempt (slurmctld checks limits every 30 s): more than submitit's default 3
-    # requeues may come before the limit is raised below, so the limited job may time out up to 30 times.
+    # The signal comes about 30 s into each attempt: late enough that submitit's handler is installed even while the
+    # other test worker loads the machine (at 15 s a loaded start-up was killed by it), early enough that the
+    # 2,000-step run is still training on an idle one. submitit counts every signal to a 1-minute job as a time-out
+    # (its guaranteed walltime is negative), and more than its default 3 may come before the limit is raised below.
     limited = SubmititPool("slurm", tmp_path / "limited", _params(timeout_min=1, slurm_signal_delay_s=30,
                                                                   slurm_max_num_timeout=30))
     pool = SubmititPool("slurm", tmp_path / "sub", _params())
