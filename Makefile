@@ -60,14 +60,17 @@ reproduce: setup
 # network: the front page (index.html, from nbs/index.ipynb) lists every notebook in reading order, each page has a
 # previous / contents / next bar, math is typeset by a local MathJax 3 (the pinned PyPI wheel django-static-mathjax,
 # from the environment, else fetched once by pip into DOCS_CACHE), nbdev directives and prompts are not shown, and a
-# paper notebook is shown as `make reproduce` executed it where it has (runs/artifacts/<scale>/). EXECUTE=1 runs each
-# chapter first. scripts/build_docs.py does it all; tests/test_docs.py checks it.
+# paper page shows its artifact's tables and figures at DOCS_SCALE (default cpu: the committed results, with the code
+# revision that made them; DOCS_SCALE=smoke shows a smoke run's instead), and the notebook as `make reproduce`
+# executed it at that scale where it has (runs/artifacts/<scale>/). EXECUTE=1 runs each chapter first.
+# scripts/build_docs.py does it all; tests/test_docs.py checks it.
 EXECUTE    ?=
 DOCS       ?= _docs
 DOCS_CACHE ?= .cache/docs
+DOCS_SCALE ?= cpu
 docs: setup index
 	rm -rf $(DOCS)
-	$(PY) scripts/build_docs.py --out $(DOCS) --cache $(DOCS_CACHE) $(if $(EXECUTE),--execute)
+	$(PY) scripts/build_docs.py --out $(DOCS) --cache $(DOCS_CACHE) --scale $(DOCS_SCALE) $(if $(EXECUTE),--execute)
 
 # The docs' front page is the README, one source: nbs/index.ipynb is written from it (nbdev-readme would go the
 # other way; tests/test_project.py checks that the two agree).

@@ -6,18 +6,24 @@ django-static-mathjax, and no page loads anything from another host.
 
 - nbdev directives (`#| ...` lines) are stripped from the code shown; `#| hide` (or `#| include: false`) cells are
   left out, `#| echo: false` shows only the outputs, `#| output: false` only the code; no In/Out prompts.
-- A paper notebook is shown as `coupled-qk reproduce` executed it, runs/artifacts/<scale>/<notebook>.ipynb (scale
-  cpu first, then smoke), and otherwise as committed with a note saying it was not executed here. The figures its
-  artifact saved under figures/<scale>/<artifact>/ (committed) are shown after the cell that saved them.
-  An experiment notebook likewise from runs/artifacts/<scale>/experiments/<notebook>.ipynb where one exists.
+- A paper page shows the results of its artifact at the docs' scale (default cpu, the default scale of `make
+  reproduce`; `--scale smoke` or DOCS_SCALE=smoke to show a smoke run instead): the tables (.md, else .csv) and
+  figures (.png) under figures/<scale>/<artifact>/, with the scale, code revision and date its provenance.json
+  records, after the notebook's introduction; then the notebook as `coupled-qk reproduce` executed it at that scale
+  (runs/artifacts/<scale>/<notebook>.ipynb) where there is such a copy, else as committed, with a note saying which.
+  A run at another scale never replaces them. An experiment notebook is shown from
+  runs/artifacts/<scale>/experiments/<notebook>.ipynb where one exists (the docs' scale first).
+- Wide tables scroll sideways instead of being clipped.
 
-    python scripts/build_docs.py [--out _docs] [--execute]
+    python scripts/build_docs.py [--out _docs] [--scale cpu] [--execute]
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
 import html
+import json
 import os
 import re
 import shutil
@@ -37,7 +43,8 @@ from nbconvert.preprocessors import Preprocessor
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = (("", "Chapters"), ("paper", "Paper"), ("experiments", "Experiments"))
-SCALES = ("cpu", "smoke")   # the executed copy shown: the first scale that has one
+SCALES = ("cpu", "smoke")   # an experiment notebook's executed copy: the docs' scale first, then these
+DEFAULT_SCALE = "cpu"       # whose results the paper pages show: the default scale of `make reproduce`
 
 # MathJax: one pinned wheel from PyPI. Installed in the environment (`make setup`, once the lock pins it) it is used
 # from there; otherwise pip downloads the wheel once into the cache folder, where it is checked against its hash and
@@ -158,8 +165,10 @@ def _runs_dir(root: Path) -> Path:
         return root / "runs"
 
 
-def pages(root: Path = ROOT, runs_dir: Path | None = None, scales=SCALES) -> list[Page]:
-    "Every page of the site in reading order: the front page, then each section's notebooks in file-name order."
+def pages(root: Path = ROOT, runs_dir: Path | None = None, scale: str = DEFAULT_SCALE) -> list[Page]:
+    """Every page of the site in reading order: the front page, then each section's notebooks in file-name order.
+    A paper notebook's executed copy is taken at `scale` only (a smoke run does not stand in for the cpu results);
+    an experiment notebook's at `scale`, else at the first of SCALES that has one."""
     nbs = root / "nbs"
     runs_dir = Path(runs_dir) if runs_dir is not None else _runs_dir(root)
     out = [Page(nbs / "index.ipynb", nbs / "index.ipynb", "index.html", "")]
@@ -169,7 +178,8 @@ def pages(root: Path = ROOT, runs_dir: Path | None = None, scales=SCALES) -> lis
                 continue
             p = Page(nb, nb, f"{sec}/{nb.stem}.html" if sec else f"{nb.stem}.html", sec)
             if sec in ("paper", "experiments"):
-                for s in scales:
+                others = [s for s in SCALES if s != scale] if sec == "experiments" else []
+                for s in (scale, *others):
                     sub = runs_dir / "artifacts" / s / ("experiments" if sec == "experiments" else "")
                     if (sub / nb.name).is_file():
                         p.src, p.executed = sub / nb.name, s
@@ -226,7 +236,9 @@ class NbdevDocs(Preprocessor):
         return nb, resources
 
 
-FIGURE_CALL = re.compile(r"""\.figure\(\s*\w+\s*,\s*["']([\w.-]+)["']""")
+SAVE_CALL = re.compile(r"""\.(figure|table)\([^"'\n]*?["']([\w.-]+)["']""")   # w.figure(fig, "x"), w.table(df, "y")
+RESULTS_SLOT = "docs-results-slot"     # where a paper page's results go, filled in after nbconvert has rendered it
+CSV_ROWS_SHOWN = 60                    # a table with only a .csv (a figure's data) is shown when it is this short
 
 
 def _artifact(nb_path: Path) -> str:
@@ -241,28 +253,140 @@ def _artifact(nb_path: Path) -> str:
     return re.sub(r"^\d+[a-z]?_", "", nb_path.stem)
 
 
-def add_figures(nb, page: Page, root: Path, site: Path, scales=SCALES) -> None:
-    """After each cell that saves a figure (`w.figure(fig, "name")`), the figure itself: the PNG the artifact
-    wrote to figures/<scale>/<artifact>/ (the executed copy's scale first), copied into the site."""
-    art = _artifact(page.committed)
-    order = ([page.executed] if page.executed else []) + [s for s in scales if s != page.executed]
-    cells = []
-    for c in nb.cells:
-        cells.append(c)
-        if c.cell_type != "code":
-            continue
-        for name in dict.fromkeys(FIGURE_CALL.findall(c.source)):
-            for s in order:
-                png = root / "figures" / s / art / f"{name}.png"
-                if png.is_file():
-                    dst = site / "figures" / s / art / png.name
-                    dst.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(png, dst)
-                    rel = os.path.relpath(dst, (site / page.href).parent).replace(os.sep, "/")
-                    cells.append(nbformat.v4.new_markdown_cell(
-                        f"![{name}]({rel})\n\n*Figure `{name}` at scale {s}, from `figures/{s}/{art}/{png.name}`.*"))
-                    break
-    nb.cells = cells
+def md_table(text: str) -> tuple[str, list[list[str]], list[str]] | None:
+    """A table as ArtifactWriter.table writes it (a caption line, a blank line, a pipe table): (caption, rows with
+    the header first, each column's alignment), or None where the text holds no such table."""
+    lines = text.splitlines()
+    start = next((i for i, x in enumerate(lines) if x.lstrip().startswith("|")), None)
+    if start is None:
+        return None
+    rows = []
+    for x in lines[start:]:
+        x = x.strip()
+        if not x.startswith("|"):
+            break
+        rows.append([c.strip() for c in (x[1:-1] if x.endswith("|") and len(x) > 1 else x[1:]).split("|")])
+    if len(rows) < 2 or not all(re.fullmatch(r":?-+:?", c) for c in rows[1]):
+        return None
+    aligns = ["center" if c[0] == c[-1] == ":" else "right" if c[-1] == ":" else "left" for c in rows[1]]
+    return " ".join(x.strip() for x in lines[:start] if x.strip()), [rows[0], *rows[2:]], aligns
+
+
+def table_html(rows: list[list[str]], aligns: list[str] | None = None) -> str:
+    "An HTML table (first row the header), every cell escaped."
+    aligns = aligns or []
+
+    def row(cells, tag):
+        return "<tr>" + "".join(
+            f'<{tag} style="text-align: {aligns[j] if j < len(aligns) else "left"}">{html.escape(c)}</{tag}>'
+            for j, c in enumerate(cells)) + "</tr>"
+    head, body = (rows[0], rows[1:]) if rows else ([], [])
+    return (f'<table class="docs-results-table"><thead>{row(head, "th")}</thead>'
+            f'<tbody>{"".join(row(r, "td") for r in body)}</tbody></table>')
+
+
+def _changed(root: Path, scale: str) -> set[str] | None:
+    "The paths under figures/<scale>/ that differ from the last commit (modified or untracked); None without git."
+    try:
+        r = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=all", "--",
+                            f"figures/{scale}"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    return {line[3:].strip().strip('"').split(" -> ")[-1] for line in r.stdout.splitlines() if len(line) > 3}
+
+
+def provenance_line(prov: dict, scale: str, rel_dir: str, changed: bool | None) -> str:
+    "One paragraph: the scale, code revision, date and machine that made an artifact's files, and where they are."
+    if not prov:
+        made = f"Made at scale <b>{html.escape(scale)}</b>; no <code>provenance.json</code> records which code made them."
+    else:
+        rev = str(prov.get("git") or "unknown")
+        rev_html = (f"<code>{html.escape(rev.removesuffix('+dirty'))}</code> with uncommitted changes"
+                    if rev.endswith("+dirty") else f"<code>{html.escape(rev)}</code>")
+        hw = " ".join(str(prov.get("hardware") or "").split())
+        made = (f"Made at scale <b>{html.escape(str(prov.get('scale', scale)))}</b> by coupled_qk "
+                f"{html.escape(str(prov.get('coupled_qk', '?')))} at code revision {rev_html} on "
+                f"{html.escape(str(prov.get('date') or 'a date not recorded'))}"
+                + (f" ({html.escape(hw)})" if hw else "")
+                + (f" from {len(prov['runs'])} runs" if prov.get("runs") else "") + ".")
+    where = {True: f"<b>Not the committed files:</b> <code>{rel_dir}</code> has changes since the last commit "
+                   f"(a local run).",
+             False: f"These are the files committed under <code>{rel_dir}</code>",
+             None: f"These are the files under <code>{rel_dir}</code>"}[changed]
+    if changed is not True:
+        where += "; its <code>provenance.json</code> records the runs, corpora and environment."
+    notes = "".join(f" Note: {html.escape(str(n))}." for n in prov.get("notes") or [])
+    return f'<p class="docs-provenance">{made} {where}{notes}</p>'
+
+
+def results_html(root: Path, scale: str, art: str, site: Path, href: str, source: str = "",
+                 changed: set[str] | None = None) -> str:
+    """What a paper page shows of its artifact's results at `scale`: a heading, the provenance line, every figure
+    (.png) and table (.md, else a short .csv) under figures/<scale>/<artifact>/, in the order the notebook saves
+    them (`source`: its code), each figure and table's .csv copied into the site; or one line saying there are none.
+    `changed`: the paths git reports as changed under figures/<scale>/ (None: not known)."""
+    d, rel_dir = root / "figures" / scale / art, f"figures/{scale}/{art}/"
+    head = f'<h2 id="Results-at-scale-{html.escape(scale)}">Results at scale {html.escape(scale)}</h2>'
+    if not d.is_dir():
+        return (f'{head}\n<p class="docs-results-none">No results at scale {html.escape(scale)} for this artifact: '
+                f'<code>{rel_dir}</code> is not in this checkout (<code>coupled-qk reproduce {html.escape(art)} '
+                f'--scale {html.escape(scale)}</code> makes it).</p>')
+    try:
+        prov = json.loads((d / "provenance.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        prov = {}
+    calls = list(dict.fromkeys(SAVE_CALL.findall(source)))
+    figs = [n for k, n in calls if k == "figure" and (d / f"{n}.png").is_file()]
+    figs += sorted(p.stem for p in d.glob("*.png") if p.stem not in figs)
+    tabs = [n for k, n in calls if k == "table" and ((d / f"{n}.md").is_file() or (d / f"{n}.csv").is_file())]
+    tabs += sorted({p.stem for p in (*d.glob("*.md"), *d.glob("*.csv"))} - set(tabs))
+    dst = site / "figures" / scale / art
+    dst.mkdir(parents=True, exist_ok=True)
+
+    def link(name):
+        return _rel(href, f"figures/{scale}/{art}/{name}")
+    mine = None if changed is None else any(c.startswith(rel_dir) for c in changed)
+    parts = [head, provenance_line(prov, scale, rel_dir, mine)]
+    for n in figs:
+        shutil.copy2(d / f"{n}.png", dst / f"{n}.png")
+        parts.append(f'<figure class="docs-figure"><img src="{link(n + ".png")}" alt="figure {html.escape(n)}">'
+                     f'<figcaption>Figure <code>{html.escape(n)}</code>, <code>{rel_dir}{html.escape(n)}.png</code>'
+                     f'</figcaption></figure>')
+    for n in tabs:
+        md, csv_file = d / f"{n}.md", d / f"{n}.csv"
+        md_text = md.read_text(encoding="utf-8") if md.is_file() else None
+        data = ""
+        if csv_file.is_file():
+            shutil.copy2(csv_file, dst / csv_file.name)
+            data = f' <a href="{link(csv_file.name)}">{html.escape(csv_file.name)}</a>'
+        if parsed := md_table(md_text) if md_text is not None else None:
+            caption, rows, aligns = parsed
+            body = table_html(rows, aligns)
+        else:                             # only a .csv (a figure's data), or a .md of an empty table (no rows)
+            caption = " ".join(md_text.split()) if md_text else ""
+            rows = []
+            if csv_file.is_file():
+                with open(csv_file, newline="", encoding="utf-8") as f:
+                    rows = [r for r in csv.reader(f) if r]
+            if len(rows) <= 1:
+                body = '<p class="docs-caption">(no rows)</p>'
+            elif len(rows) - 1 <= CSV_ROWS_SHOWN:
+                body = table_html(rows)
+            else:
+                body = ""
+                caption = f"{caption} {len(rows) - 1} rows × {len(rows[0])} columns, not shown here".strip()
+        parts.append(f'<div class="docs-result-table" id="table-{html.escape(n)}"><p class="docs-caption">'
+                     f'Table <code>{html.escape(n)}</code>: {html.escape(caption) or "(no caption)"}{data}</p>'
+                     f'{body}</div>')
+    return "\n".join(parts)
+
+
+def add_results(nb) -> None:
+    "The slot for the results, after the notebook's introduction (its first markdown cell, else at the top)."
+    j = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
+    nb.cells.insert(j, nbformat.v4.new_markdown_cell(f'<div class="{RESULTS_SLOT}"></div>'))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -297,6 +421,16 @@ window.MathJax = {
   border-left: 4px solid #d9a400; background: #fff8e1; }
 .docs-note.executed { border-left-color: #3c8d40; background: #edf7ee; }
 .docs-toc li { margin: 2px 0; }
+/* Wide tables (results, notebook outputs, markdown) scroll sideways inside their cell instead of being clipped by
+   the lab template's fixed-layout cell tables (overflow: hidden): each table is its own scroll box. */
+.jp-RenderedHTMLCommon table { display: block; width: max-content; max-width: 100%; overflow-x: auto; }
+.docs-provenance { border-left: 4px solid #3c8d40; background: #edf7ee; padding: 6px 10px; }
+.docs-results-none { border-left: 4px solid #d9a400; background: #fff8e1; padding: 6px 10px; }
+.docs-figure { margin: 12px 0; }
+.docs-figure img { max-width: 100%; height: auto; }
+.docs-figure figcaption, .docs-caption { font-size: 90%; color: var(--jp-content-font-color2); }
+.docs-result-table { margin: 16px 0; }
+.jp-RenderedHTMLCommon table.docs-results-table { margin-left: 0; margin-right: 0; }
 </style>
 {%- endblock html_head_css -%}
 {% block body_header %}
@@ -407,10 +541,10 @@ def _execute(nb, path: Path):
 
 
 def build(out: Path | str = ROOT / "_docs", root: Path = ROOT, runs_dir: Path | None = None,
-          cache: Path = DEFAULT_CACHE, execute: bool = False, log=print) -> list[Page]:
+          cache: Path = DEFAULT_CACHE, execute: bool = False, scale: str = DEFAULT_SCALE, log=print) -> list[Page]:
     """Write the site into `out` (made if needed): one HTML page per notebook, mathjax/ and figures/; returns the
-    pages. `execute` runs each chapter before rendering it (paper notebooks are `make reproduce`'s to execute: they
-    write figures/)."""
+    pages. The paper pages show the results at `scale` (figures/<scale>/). `execute` runs each chapter before
+    rendering it (paper notebooks are `make reproduce`'s to execute: they write figures/)."""
     out, root = Path(out), Path(root)
     t0 = time.time()
     mj = mathjax_dir(cache)
@@ -418,7 +552,8 @@ def build(out: Path | str = ROOT / "_docs", root: Path = ROOT, runs_dir: Path | 
     for f in MATHJAX_FILES:                      # mathjax/tex-svg-full.js (MATHJAX_JS) and mathjax/LICENSE
         shutil.copy2(mj / f, out / "mathjax" / Path(f).name)
 
-    site = pages(root, runs_dir)
+    site = pages(root, runs_dir, scale)
+    changed = _changed(root, scale)
     nbs = {}
     for p in site:
         nbs[p.href] = nbformat.read(p.src, as_version=4)
@@ -428,14 +563,20 @@ def build(out: Path | str = ROOT / "_docs", root: Path = ROOT, runs_dir: Path | 
     ex = exporter()
     for i, p in enumerate(site):
         nb = nbs[p.href]
+        results = None
         if p.section == "paper":
             if p.executed:
                 p.notes.append(_executed_note(nb, p, root))
             else:
-                p.notes.append({"kind": "", "html": "Not executed here: run <code>make reproduce</code> to see this "
-                                "notebook's outputs (the figures shown are the committed ones under "
-                                "<code>figures/</code>)."})
-            add_figures(nb, p, root, out)
+                other = ("<code>make docs DOCS_SCALE=smoke</code> shows a smoke run's" if scale == DEFAULT_SCALE
+                         else f"<code>make docs</code> shows the {DEFAULT_SCALE} results")
+                p.notes.append({"kind": "", "html": f"Not executed here: the code below is shown as committed; the "
+                                f"results shown are the files its artifact wrote at scale <b>{html.escape(scale)}"
+                                f"</b> (<code>make reproduce</code> remakes them; {other})."})
+            art = _artifact(p.committed)
+            source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+            results = results_html(root, scale, art, out, p.href, source, changed)
+            add_results(nb)
         elif p.section == "experiments":
             if p.executed:
                 p.notes.append(_executed_note(nb, p, root))
@@ -451,6 +592,11 @@ def build(out: Path | str = ROOT / "_docs", root: Path = ROOT, runs_dir: Path | 
         resources = {"metadata": {"name": p.title, "path": str(p.committed.parent)},
                      "docs": {"nav": nav(site, i), "notes": p.notes, "mathjax": _rel(p.href, MATHJAX_JS)}}
         body, _ = ex.from_notebook_node(nb, resources=resources)
+        if results is not None:
+            slot = f'<div class="{RESULTS_SLOT}"></div>'
+            if body.count(slot) != 1:
+                raise RuntimeError(f"docs: {p.href}: the results slot was not rendered once ({body.count(slot)})")
+            body = body.replace(slot, f'<div class="docs-results">\n{results}\n</div>')
         dst = out / p.href
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.write_text(_fix_links(body, p, by_src, root), encoding="utf-8")
@@ -465,10 +611,12 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "_docs"), help="the site's folder (default: _docs)")
     ap.add_argument("--cache", default=str(DEFAULT_CACHE), help="where MathJax is kept once fetched (default: .cache/docs)")
     ap.add_argument("--runs-dir", default=None, help="where executed copies are looked for (default: runs_dir setting)")
+    ap.add_argument("--scale", default=os.environ.get("DOCS_SCALE") or DEFAULT_SCALE,
+                    help="whose results the paper pages show, figures/<scale>/ (default: $DOCS_SCALE, else cpu)")
     ap.add_argument("--execute", action="store_true", help="run each chapter before rendering it")
     a = ap.parse_args(argv)
     try:
-        build(a.out, runs_dir=a.runs_dir, cache=Path(a.cache), execute=a.execute)
+        build(a.out, runs_dir=a.runs_dir, cache=Path(a.cache), execute=a.execute, scale=a.scale)
     except MathJaxUnavailable as e:
         sys.exit(f"docs: {e}")
 

@@ -1,12 +1,17 @@
 """The docs site (`make docs`, scripts/build_docs.py) works offline: every page's scripts are local (MathJax from the
-site's own copy), the front page links to every notebook in reading order, and no nbdev directive or prompt shows."""
+site's own copy), the front page links to every notebook in reading order, and no nbdev directive or prompt shows.
+The paper pages show the committed results of the default scale (cpu) with the code revision that made them, and
+wide tables scroll."""
 import html
 import importlib.util
+import json
 import re
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
+from bs4 import BeautifulSoup   # nbconvert's own dependency
 from conftest import ROOT
 
 _spec = importlib.util.spec_from_file_location("build_docs", ROOT / "scripts" / "build_docs.py")
@@ -110,7 +115,102 @@ def test_paper_pages_say_where_their_outputs_come_from(site):
     for page in _notebooks():
         if page.startswith("paper/"):
             text = _text((site / page).read_text(encoding="utf-8"))
-            assert "Executed at scale" in text or "Not executed here: run make reproduce" in text, page
+            assert "Executed at scale" in text or "Not executed here: the code below is shown as committed" in text, page
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The paper pages show the results of the default scale, with the code revision that made them
+
+def _paper_artifacts():
+    "(page, artifact) for every paper notebook the registry names."
+    from coupled_qk.registry import ARTIFACTS
+    return [(f"paper/{Path(a.notebook).stem}.html", a.name) for a in ARTIFACTS.values()]
+
+
+def test_paper_pages_show_the_default_scales_results(site):
+    """Each paper page shows, at scale cpu, every figure (.png) and table (.md) its artifact has under
+    figures/cpu/<artifact>/, and the code revision and date its provenance.json records; or says in one line that
+    there are none."""
+    assert build_docs.DEFAULT_SCALE == "cpu"
+    for page, art in _paper_artifacts():
+        soup = BeautifulSoup((site / page).read_text(encoding="utf-8"), "html.parser")
+        box = soup.find("div", class_="docs-results")
+        assert box is not None, f"{page} shows no results"
+        text = " ".join(box.get_text(" ").split())
+        assert "Results at scale cpu" in text, page
+        d = ROOT / "figures" / "cpu" / art
+        if not d.is_dir():
+            assert box.find(class_="docs-results-none") and f"figures/cpu/{art}/" in text, page
+            continue
+        prov = json.loads((d / "provenance.json").read_text())
+        line = " ".join(box.find("p", class_="docs-provenance").get_text(" ").split())
+        assert "scale cpu" in line and prov["git"].removesuffix("+dirty") in line and prov["date"] in line, (page, line)
+        shown = {(site / page).parent.joinpath(img["src"]).resolve() for img in box.find_all("img")}
+        for png in d.glob("*.png"):
+            site_png = (site / "figures" / "cpu" / art / png.name).resolve()
+            assert site_png in shown and site_png.read_bytes() == png.read_bytes(), f"{page} lacks {png.name}"
+        tables = {t["id"].removeprefix("table-"): t for t in box.find_all("div", class_="docs-result-table")}
+        for md in d.glob("*.md"):
+            t = tables.get(md.stem)
+            assert t is not None, f"{page} lacks table {md.stem}"
+            if (parsed := build_docs.md_table(md.read_text())) is None:     # an empty table: its caption, no rows
+                caption, rows = " ".join(md.read_text().split()), None
+                assert "(no rows)" in t.get_text(), f"{page}: empty table {md.stem} not said to be empty"
+            else:
+                caption, rows, _ = parsed
+                got = [[c.get_text() for c in tr.find_all(["th", "td"])] for tr in t.table.find_all("tr")]
+                assert got == rows, f"{page}: table {md.stem} is not the committed {md.relative_to(ROOT)}"
+            assert caption in " ".join(t.p.get_text(" ").split()), f"{page}: table {md.stem} lacks its caption"
+        # the page of a notebook committed without outputs still shows the numbers: the site's first table holds them
+        assert box.find("table") is not None or not list(d.glob("*.md")), page
+
+
+def _fake_artifact(root, scale="cpu", art="fake", git="abc1234+dirty"):
+    d = root / "figures" / scale / art
+    d.mkdir(parents=True)
+    (d / "wide.md").write_text("A wide table (scale: cpu)\n\n| a | b_c |\n|:--|----:|\n| x<y | 1.5 |\n")
+    (d / "wide.csv").write_text("a,b_c\nx<y,1.5\n")
+    (d / "empty.md").write_text("An empty table (scale: cpu)\n\n\n")
+    (d / "empty.csv").write_text("\n")
+    (d / "curve_data.csv").write_text("t,v\n" + "".join(f"{i},{i}\n" for i in range(200)))
+    (d / "plot.png").write_bytes(b"\x89PNG fake")
+    (d / "provenance.json").write_text(json.dumps({"scale": scale, "git": git, "date": "2026-01-02 03:04:05 UTC",
+                                                   "coupled_qk": "0.1.0", "runs": ["r1", "r2"], "notes": ["n1"]}))
+    return d
+
+
+def test_results_html_on_a_small_artifact(tmp_path):
+    "Tables escaped and aligned, a long csv-only table only linked, the figure copied, provenance said; or one line."
+    root, site = tmp_path / "repo", tmp_path / "site"
+    _fake_artifact(root)
+    out = build_docs.results_html(root, "cpu", "fake", site, "paper/x.html", 'w.figure(fig, "plot")', changed=set())
+    soup = BeautifulSoup(out, "html.parser")
+    prov = " ".join(soup.find("p", class_="docs-provenance").get_text(" ").split())
+    assert "scale cpu" in prov and "abc1234 with uncommitted changes" in prov and "2026-01-02 03:04:05 UTC" in prov
+    assert "from 2 runs" in prov and "committed under figures/cpu/fake/" in prov and "n1" in prov
+    wide = soup.find("div", id="table-wide")
+    assert [[c.get_text() for c in tr.find_all(["th", "td"])] for tr in wide.find_all("tr")] == [["a", "b_c"],
+                                                                                             ["x<y", "1.5"]]
+    assert "x&lt;y" in out and wide.find("td", style="text-align: right")
+    curve = soup.find("div", id="table-curve_data")
+    assert curve.find("table") is None and "200 rows" in curve.get_text() and curve.a["href"].endswith(".csv")
+    empty = soup.find("div", id="table-empty")
+    assert "An empty table" in empty.p.get_text() and "(no rows)" in empty.get_text() and empty.table is None
+    assert soup.img["src"] == "../figures/cpu/fake/plot.png" and (site / "figures/cpu/fake/plot.png").is_file()
+    local = build_docs.results_html(root, "cpu", "fake", site, "paper/x.html", changed={"figures/cpu/fake/plot.png"})
+    assert "Not the committed files" in local
+    none = BeautifulSoup(build_docs.results_html(root, "cpu", "absent", site, "paper/x.html"), "html.parser")
+    line = none.find("p", class_="docs-results-none")
+    assert line is not None and "figures/cpu/absent/" in line.get_text() and len(none.find_all("p")) == 1
+
+
+def test_smoke_results_only_when_asked(tmp_path):
+    "A smoke run's figures and executed copy replace the cpu ones only at scale smoke (DOCS_SCALE=smoke)."
+    root, site = tmp_path / "repo", tmp_path / "site"
+    _fake_artifact(root, "cpu", git="c0ffee1")
+    _fake_artifact(root, "smoke", git="5a10ke0")
+    assert "c0ffee1" in build_docs.results_html(root, build_docs.DEFAULT_SCALE, "fake", site, "p/x.html")
+    assert "5a10ke0" in build_docs.results_html(root, "smoke", "fake", site, "p/x.html")
 
 
 def test_hidden_cells_left_out_and_directives_stripped():
@@ -132,13 +232,56 @@ def test_hidden_cells_left_out_and_directives_stripped():
     assert not PROMPT.search(text)
 
 
-def test_executed_copy_preferred(tmp_path):
-    "A paper notebook's page comes from runs/artifacts/cpu/ before smoke/, and from nbs/paper/ without either."
-    name = sorted((ROOT / "nbs" / "paper").glob("*.ipynb"))[0].name
-    for scale in ("smoke", "cpu"):
+def test_executed_copy_only_at_the_docs_scale(tmp_path):
+    """A paper notebook's page comes from runs/artifacts/<scale>/ at the docs' scale (cpu unless asked), never from
+    another scale's copy: a smoke run does not stand in for the cpu results; without one, from nbs/paper/."""
+    name, other = [p.name for p in sorted((ROOT / "nbs" / "paper").glob("*.ipynb"))[:2]]
+    for scale, names in (("smoke", (name, other)), ("cpu", (name,))):
         (tmp_path / "artifacts" / scale).mkdir(parents=True)
-        (tmp_path / "artifacts" / scale / name).write_text("{}")
-    by_name = {p.committed.name: p for p in build_docs.pages(ROOT, runs_dir=tmp_path) if p.section == "paper"}
-    assert by_name[name].executed == "cpu" and by_name[name].src == tmp_path / "artifacts" / "cpu" / name
-    other = next(n for n in by_name if n != name)
-    assert by_name[other].executed is None and by_name[other].src == ROOT / "nbs" / "paper" / other
+        for n in names:
+            (tmp_path / "artifacts" / scale / n).write_text("{}")
+
+    def by_name(**kw):
+        return {p.committed.name: p for p in build_docs.pages(ROOT, runs_dir=tmp_path, **kw) if p.section == "paper"}
+    cpu = by_name()
+    assert cpu[name].executed == "cpu" and cpu[name].src == tmp_path / "artifacts" / "cpu" / name
+    assert cpu[other].executed is None and cpu[other].src == ROOT / "nbs" / "paper" / other
+    smoke = by_name(scale="smoke")
+    assert smoke[name].executed == smoke[other].executed == "smoke"
+    third = next(n for n in cpu if n not in (name, other))
+    assert smoke[third].executed is None
+
+
+def test_docs_scale_from_the_environment(monkeypatch):
+    "`make docs DOCS_SCALE=smoke` (or DOCS_SCALE in the environment) asks for the smoke results; cpu otherwise."
+    seen = {}
+    monkeypatch.setattr(build_docs, "build", lambda *a, **kw: seen.update(kw))
+    monkeypatch.delenv("DOCS_SCALE", raising=False)
+    build_docs.main(["--out", "unused"])
+    assert seen["scale"] == "cpu"
+    monkeypatch.setenv("DOCS_SCALE", "smoke")
+    build_docs.main(["--out", "unused"])
+    assert seen["scale"] == "smoke"
+    assert "--scale $(DOCS_SCALE)" in (ROOT / "Makefile").read_text()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Wide tables scroll
+
+TABLE_RULE = re.compile(r"\.jp-RenderedHTMLCommon table\s*\{([^}]*)\}")
+
+
+def test_wide_tables_scroll(site):
+    """Every table on every page (results, notebook outputs, markdown) lies in a rendered cell whose tables are
+    their own sideways scroll box, so a wide one scrolls instead of being clipped by the cell's overflow: hidden."""
+    bad = {}
+    for page in sorted(site.rglob("*.html")):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        css = " ".join(s.get_text() for s in soup.find_all("style"))
+        rules = [" ".join(m.group(1).split()) for m in TABLE_RULE.finditer(css)]
+        scrolls = any("overflow-x: auto" in r and "display: block" in r and "max-width: 100%" in r for r in rules)
+        loose = [t for t in soup.find_all("table") if not t.find_parent(class_="jp-RenderedHTMLCommon")]
+        if not scrolls or loose:
+            bad[page.relative_to(site).as_posix()] = (scrolls, len(loose))
+    assert not bad, f"pages whose tables are not scroll boxes (rule present, tables outside it): {bad}"
+
