@@ -1,7 +1,7 @@
 """The docs site (`make docs`, scripts/build_docs.py) works offline: every page's scripts are local (MathJax from the
 site's own copy), the front page links to every notebook in reading order, and no nbdev directive or prompt shows.
-The paper pages show the committed results of the default scale (cpu) with the code revision that made them, and
-wide tables scroll."""
+Every formula is left whole to MathJax (no raw LaTeX in the text, no list item inside math), the paper pages show
+the committed results of the default scale (cpu) with the code revision that made them, and wide tables scroll."""
 import html
 import importlib.util
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from bs4 import BeautifulSoup   # nbconvert's own dependency
+from bs4 import BeautifulSoup, Comment, NavigableString, Tag   # nbconvert's own dependency
 from conftest import ROOT
 
 _spec = importlib.util.spec_from_file_location("build_docs", ROOT / "scripts" / "build_docs.py")
@@ -285,3 +285,126 @@ def test_wide_tables_scroll(site):
             bad[page.relative_to(site).as_posix()] = (scrolls, len(loose))
     assert not bad, f"pages whose tables are not scroll boxes (rule present, tables outside it): {bad}"
 
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every formula is left whole to MathJax: no raw LaTeX in what a reader sees, no list item that begins inside math
+
+# What MathJax skips (its skipHtmlTags, and the svg / math it makes itself), and the tags it reads through: any other
+# element ends a run of text, so math cut by an element (markdown's <em> in $a_1 b_1$, a list made of a `+` line)
+# is never typeset.
+MATH_SKIP = {"script", "noscript", "style", "textarea", "pre", "code", "annotation", "annotation-xml", "svg", "math"}
+MATH_THROUGH = {"br": "\n", "wbr": ""}
+MATH_OPEN = re.compile(r"\\\$|\$\$|\$|\\\(|\\\[|\\begin\{([A-Za-z]+\*?)\}")   # the page's MathJax config: $ $$ \( \[ and environments
+MATH_CLOSE = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
+RAW_TEX = re.compile(r"\$|\\[A-Za-z]+")
+
+
+def _math_end(s: str, j: int, close: str) -> int | None:
+    "Where the math opened before `j` ends (after `close`, outside braces, as MathJax's FindTeX reads it), or None."
+    depth = 0
+    while j < len(s):
+        if s[j] == "\\" and j + 1 < len(s) and s[j + 1] in "{}$\\%":
+            if depth == 0 and s.startswith(close, j):
+                return j + len(close)
+            j += 2
+            continue
+        if s[j] == "{":
+            depth += 1
+        elif s[j] == "}":
+            depth = max(0, depth - 1)
+        elif depth == 0 and s.startswith(close, j):
+            return j + len(close)
+        j += 1
+    return None
+
+
+def strip_math(s: str) -> tuple[str, bool]:
+    """`s` without the math MathJax will typeset (and without `\\$`, its escaped dollar), and whether a math opener
+    was left without its close."""
+    out, i, unclosed = [], 0, False
+    while m := MATH_OPEN.search(s, i):
+        out.append(s[i:m.start()])
+        tok = m.group(0)
+        if tok == "\\$":
+            i = m.end()
+            continue
+        end = _math_end(s, m.end(), MATH_CLOSE.get(tok) or f"\\end{{{m.group(1)}}}")
+        if end is None:
+            out.append(tok)
+            unclosed, i = True, m.end()
+        else:
+            i = end
+    out.append(s[i:])
+    return "".join(out), unclosed
+
+
+def _text_runs(el, skip_classes=("tex2jax_ignore",)):
+    "(element, text) for each run of text MathJax reads as one string, in document order."
+    cur = []
+    for ch in el.children:
+        if isinstance(ch, Comment):
+            continue
+        if isinstance(ch, NavigableString):
+            cur.append(str(ch))
+        elif isinstance(ch, Tag) and ch.name in MATH_THROUGH:
+            cur.append(MATH_THROUGH[ch.name])
+        elif isinstance(ch, Tag):
+            if cur:
+                yield el, "".join(cur)
+                cur = []
+            if ch.name not in MATH_SKIP and not set(ch.get("class") or []) & set(skip_classes):
+                yield from _text_runs(ch, skip_classes)
+    if cur:
+        yield el, "".join(cur)
+
+
+def raw_tex(page_html: str) -> list[str]:
+    """What a reader would see of LaTeX on a page: each `$` or `\\command` left in the text outside code and outside
+    the math MathJax typesets, and each list item that begins inside math (a formula's line that markdown read as a
+    list), with the text around it."""
+    soup = BeautifulSoup(page_html, "html.parser")
+    found, prev_unclosed, seen_li = [], False, set()
+    for el, run in _text_runs(soup.body or soup):
+        if not run.strip():
+            continue
+        li = el if el.name == "li" else el.find_parent("li")
+        if li is not None and id(li) not in seen_li:
+            seen_li.add(id(li))
+            if prev_unclosed:
+                found.append(f"list item inside math: {' '.join(run.split())[:100]!r}")
+        text, prev_unclosed = strip_math(run)
+        found += [f"{m.group(0)!r} in {' '.join(text[max(0, m.start() - 50):m.end() + 50].split())!r}"
+                  for m in RAW_TEX.finditer(text)]
+    return found
+
+
+def test_every_formula_is_left_to_mathjax(site):
+    bad = {}
+    for page in sorted(site.rglob("*.html")):
+        if found := raw_tex(page.read_text(encoding="utf-8")):
+            bad[page.relative_to(site).as_posix()] = found[:5]
+    assert not bad, f"raw LaTeX or list items inside math on {len(bad)} pages: {bad}"
+
+
+def _render(markdown: str) -> str:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(markdown)])
+    body, _ = build_docs.exporter().from_notebook_node(nb, resources={"docs": {"nav": "", "notes": [], "mathjax": "m.js"}})
+    return body
+
+
+def test_the_math_check_can_fail():
+    """The check finds what broke the Hugging Face chapter (a formula's line starting with `+`, read as a list: raw
+    `$k_g' ... \\odot` and a bullet inside math) and raw commands in text, and passes math, escaped dollars and code."""
+    broken = _render("and $k_g' = k_g \\odot \\overline{e^{s_2(q')}}\n+ \\overline{t_2(q')}$ solves for $k_g$.")
+    found = raw_tex(broken)
+    assert any(f.startswith("list item inside math") for f in found), found
+    assert any("'$'" in f for f in found) and any("odot" in f for f in found), found
+    fixed = _render("and\n$k_g' = k_g \\odot \\overline{e^{s_2(q')}} + \\overline{t_2(q')}$ solves for $k_g$.\n\n"
+                    "$$d_i = \\frac{a}{b},\n\\qquad \\bar d$$\n\n`$HOME` and `\\odot` are code;"
+                    " \\(x\\) and \\[y\\] and $a_{\\$}$.\n\n\\begin{align}a &= b\\end{align}")
+    assert raw_tex(fixed) == [], raw_tex(fixed)
+    assert raw_tex("<p>the ratio \\frac{a}{b} shown raw</p>") == ["'\\\\frac' in 'the ratio \\\\frac{a}{b} shown raw'"]
+    assert raw_tex("<p>an <em>emphasised</em> $a_1 <em>b</em>_1$</p>")     # math cut by an element is not typeset
+    assert raw_tex("<p>costs \\$5, MathJax's escaped dollar</p>") == []
+    assert raw_tex("<p>costs $5</p>") == ["'$' in 'costs $5'"]
+    assert raw_tex("<p>ok</p><pre>$ make docs \\odot</pre><script>var a = '$\\x';</script>") == []
