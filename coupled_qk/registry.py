@@ -12,9 +12,9 @@ from .settings import load_settings
 
 # %% auto #0
 __all__ = ['KINDS', 'PAPER_CORPORA', 'CPU_CHOSEN', 'EMBEDDED', 'SCALE_SPECS', 'PRIMARY', 'SECONDARY', 'MAIN', 'ABLATION',
-           'SCALING', 'ARTIFACTS', 'DEFAULT_ARTIFACTS', 'PAPER', 'HIERARCHY', 'Run', 'ScaleSpec', 'tuned_from',
-           'scale_spec', 'lm_run', 'mqar_run', 'glue_run', 'matched_hidden', 'Artifact', 'artifact_runs', 'plan',
-           'run_dir', 'is_done', 'Hypothesis']
+           'SCALING', 'MQAR_VARIANTS', 'ARTIFACTS', 'DEFAULT_ARTIFACTS', 'PAPER', 'HIERARCHY', 'Run', 'ScaleSpec',
+           'tuned_from', 'scale_spec', 'lm_run', 'mqar_run', 'glue_run', 'matched_hidden', 'Artifact', 'artifact_runs',
+           'plan', 'run_dir', 'is_done', 'Hypothesis']
 
 # %% ../nbs/09a_registry.ipynb #5e29fe82
 KINDS = ("lm", "mqar", "glue")
@@ -69,6 +69,16 @@ class ScaleSpec:
     sweep: dict = field(default_factory=dict)   # lr_sweep: lrs, dt_inits, seeds, `widen` / `widen_dt` (variant -> extra
                                                 # values where its best sat at the grid's edge), `chosen` (its values)
     tuned: dict = field(default_factory=dict)   # variant -> the TrainConfig fields every LM run of it uses (lr, dt_init)
+    # The decided comparisons' sizes, from the power calculation (the hierarchy's section below). Empty: the main
+    # table trains PRIMARY at `seeds` and the rest at `few_seeds`, every step count at `seeds`, MQAR every task at
+    # `few_seeds` at `mqar['lrs']`, GLUE one fine-tune per model.
+    variant_seeds: dict = field(default_factory=dict)  # main table: variant (or "standard_matched") -> its seeds
+    steps_seeds: dict = field(default_factory=dict)    # n steps -> its seeds
+    steps_euler: tuple = ()                            # the step counts at which Euler trains too (n >= 4: where it can differ)
+    mqar_decided: str | None = None                    # the MQAR task decided on success rate, at `mqar_seeds`
+    mqar_seeds: tuple = ()
+    mqar_tuned: dict = field(default_factory=dict)     # variant -> its MQAR lr (the lr_sweep's mqar stage chose it)
+    glue_seeds: tuple = (0,)                           # fine-tuning seeds per model
     note: str = ""
 
 PAPER_CORPORA = ("wikitext103", "pubmed", "openwebtext")
@@ -161,12 +171,15 @@ def _seq_len(preset: str) -> int:
     from coupled_qk.model import PRESETS
     return PRESETS[preset].seq_len
 
-def mqar_run(s: ScaleSpec, task: str, variant: str, seed: int = 0, budget: float = 1.0) -> Run:
+def mqar_run(s: ScaleSpec, task: str, variant: str, seed: int = 0, budget: float = 1.0, lr: float | None = None,
+             tags: dict | None = None) -> Run:
+    "An MQAR run at scale `s`: at `lr` where given, else at the variant's tuned lr (`s.mqar_tuned`), else the scale's lrs."
     cfg = dict(task=task, variant=variant, seed=seed, **s.mqar)
     cfg["steps"] = max(1, round(cfg["steps"] * budget))
     cfg["eval_every"] = min(cfg["eval_every"], cfg["steps"])
-    cfg["lrs"] = list(cfg["lrs"])
-    return Run("mqar", cfg, tags=dict(task=task))
+    lr = lr if lr is not None else s.mqar_tuned.get(variant)
+    cfg["lrs"] = [lr] if lr is not None else list(cfg["lrs"])
+    return Run("mqar", cfg, tags=dict(task=task, **(tags or {})))
 
 def glue_run(s: ScaleSpec, task: str, init: Run | None, variant: str, seed: int = 0) -> Run:
     "A GLUE fine-tuning from the LM run `init` (None: from scratch, the control)."
@@ -186,7 +199,8 @@ MAIN = PRIMARY + SECONDARY
 ABLATION = ("standard", "hamiltonian", "euler", "mlp_only")
 
 def _seeds(s: ScaleSpec, variant: str) -> tuple:
-    return s.seeds if variant in PRIMARY else s.few_seeds
+    "The main table's seeds of `variant` (or of the control `standard_matched`): sized by power where the scale says."
+    return s.variant_seeds.get(variant, s.seeds if variant in PRIMARY + ("standard_matched",) else s.few_seeds)
 
 def matched_hidden(s: ScaleSpec, variant: str = "hamiltonian") -> int:
     "The MLP width that gives standard the coupling's extra parameters (those of `variant`, spread over the layers' MLPs)."
@@ -198,19 +212,21 @@ def matched_hidden(s: ScaleSpec, variant: str = "hamiltonian") -> int:
 def _param_matched(s, b):
     "Standard with the MLP widened by the coupling's parameter count, at every seed: how much of a gain is parameters."
     return [lm_run(s, "standard", seed, budget=b, tags=dict(control="param_matched"), mlp_hidden=matched_hidden(s))
-            for seed in s.seeds]
+            for seed in _seeds(s, "standard_matched")]
 def _main(s, b): return [lm_run(s, v, seed, budget=b) for v in MAIN for seed in _seeds(s, v)] + _param_matched(s, b)
 def _ablation(s, b): return [lm_run(s, v, seed, budget=b) for v in ABLATION for seed in _seeds(s, v)]
 def _steps(s, b):
-    "Every step count at every seed (n = 1 is the main table's run): each n is paired with n = 1 by seed."
-    return [lm_run(s, "hamiltonian", seed, budget=b, tags=dict(n_steps=n), **({"n_steps": n} if n != 1 else {}))
-            for n in s.steps for seed in s.seeds]
+    """Hamiltonian at every step count (n = 1 is the main table's run), each n at its seeds (`steps_seeds`, default
+    every seed) and paired with n = 1 by seed; Euler too at the counts `steps_euler` names, on the same seeds."""
+    return [lm_run(s, v, seed, budget=b, tags=dict(n_steps=n), **({"n_steps": n} if n != 1 else {}))
+            for v, ns in (("hamiltonian", s.steps), ("euler", s.steps_euler)) for n in ns
+            for seed in s.steps_seeds.get(n, s.seeds)]
 def _sample_efficiency(s, b):
     """Standard at each of the scale's token budgets, each with its own full schedule, at the first few seeds; the
     coupled variants at one budget on the same seeds (hamiltonian at every seed: the main table's runs)."""
     return ([lm_run(s, "standard", seed, budget=b, tokens_mult=m, tags=dict(budget=m)) for m in s.budgets for seed in s.few_seeds] +
-            [lm_run(s, v, seed, budget=b, tags=dict(budget=1.0)) for v, seeds in (("hamiltonian", s.seeds), ("invertible", s.few_seeds))
-             for seed in seeds])
+            [lm_run(s, v, seed, budget=b, tags=dict(budget=1.0)) for v in ("hamiltonian", "invertible")
+             for seed in _seeds(s, v)])
 SCALING = ("standard", "hamiltonian", "invertible")
 def _scaling(s, b):
     "Standard, Hamiltonian and the invertible coupling at every size and every seed."
@@ -229,21 +245,26 @@ def _corpus(s, b):
     later = {"wikitext103": ("invertible", "invertible_differential", "differential"), "openwebtext": ("invertible",)}
     return (runs + [lm_run(s, v, seed, corpus="pubmed", budget=b) for v in ("standard", "hamiltonian") for seed in s.few_seeds]
             + [lm_run(s, v, seed, corpus=c, budget=b) for c, vs in later.items() for v in vs for seed in s.few_seeds])
+MQAR_VARIANTS = ("standard", "hamiltonian")
 def _mqar(s, b):
-    """Standard and coupled at the first few seeds on every task, paired by seed: the claim is tested on the
-    tasks where standard neither saturates nor sits at chance (the claims table decides which)."""
-    return [mqar_run(s, t, v, seed, budget=b) for t in s.mqar_tasks for v in ("standard", "hamiltonian")
-            for seed in s.few_seeds]
+    """Standard and coupled on every task, paired by seed, each at its tuned lr: the decided task (`mqar_decided`,
+    chosen on selection seeds where standard neither saturates nor sits at chance) at `mqar_seeds`, the others at the
+    first few seeds. Without a decided task, every task at the first few seeds."""
+    return [mqar_run(s, t, v, seed, budget=b) for t in s.mqar_tasks for v in MQAR_VARIANTS
+            for seed in (s.mqar_seeds if t == s.mqar_decided else s.few_seeds)]
 def _glue(s, b):
     runs = []
     for v in ("standard", "hamiltonian"):
         init = lm_run(s, v, s.seeds[0], budget=b)
-        runs += [init] + [glue_run(s, t, init, v) for t in s.glue_tasks]
-    return runs + [glue_run(s, t, None, "standard") for t in s.glue_tasks]
+        runs += [init] + [glue_run(s, t, init, v, seed) for t in s.glue_tasks for seed in s.glue_seeds]
+    return runs + [glue_run(s, t, None, "standard", seed) for t in s.glue_tasks for seed in s.glue_seeds]
 def _lr_sweep(s, b):
     """Learning-rate selection, on the selection seeds (no other artifact uses them). Stage 1: every variant at each
     of the sweep's lrs, Δt init at its default. Stage 2: each variant with dynamics at each Δt init, at the lr that
-    stage 1 chose (`sweep['chosen']`; until it has chosen, the scale's lr)."""
+    stage 1 chose (`sweep['chosen']`; until it has chosen, the scale's lr). Where the sweep says `pairs`, stage 3
+    trains the secondaries' other arms at the chosen settings on the same seeds, so that the power calculation reads
+    paired sds at the settings the evaluation uses: the parameter-matched standard, and Hamiltonian and Euler at
+    n = 4. Where it names an `mqar` task, stage 4 sweeps each MQAR variant's lr on that task."""
     from coupled_qk.attention import COUPLED, AttentionConfig
     sw, default_dt = s.sweep, AttentionConfig().dt_init
     lr_stage = [lm_run(s, v, seed, budget=b, tags=dict(stage="lr"), lr=lr, dt_init=None)
@@ -252,7 +273,16 @@ def _lr_sweep(s, b):
                        dt_init=None if dt == default_dt else dt)
                 for v in MAIN if v in COUPLED for dt in (*sw["dt_inits"], *sw.get("widen_dt", {}).get(v, ()))
                 for seed in sw["seeds"]]
-    return lr_stage + dt_stage
+    chosen = lambda v: {k: x for k, x in sw["chosen"].get(v, {}).items() if (k, x) != ("dt_init", default_dt)}
+    pairs = [] if not sw.get("pairs") else (
+        [lm_run(s, "standard", seed, budget=b, tags=dict(stage="pairs", control="param_matched"),
+                mlp_hidden=matched_hidden(s), **chosen("standard")) for seed in sw["seeds"]] +
+        [lm_run(s, v, seed, budget=b, tags=dict(stage="pairs", n_steps=4), n_steps=4, **chosen(v))
+         for v in ("hamiltonian", "euler") for seed in sw["seeds"]])
+    mq = sw.get("mqar", {})
+    mqar_stage = [mqar_run(s, mq["task"], v, seed, budget=b, lr=lr, tags=dict(stage="mqar_lr"))
+                  for lr in mq.get("lrs", ()) for v in MQAR_VARIANTS for seed in mq.get("seeds", ())]
+    return lr_stage + dt_stage + pairs + mqar_stage
 def _analysis(s, b): return [lm_run(s, v, s.seeds[0], budget=b) for v in ABLATION]
 def _drift(s, b):
     "The main comparison on the pinned text and, at the same seeds, on the next point release's text."
