@@ -11,15 +11,17 @@ import math
 import warnings
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats, special
+from scipy import integrate, optimize, stats, special
 
 # %% auto #0
 __all__ = ['COMPARE_COLUMNS', 'PAIRED_COLUMNS', 'EQUIVALENCE_MARGIN_PCT', 'VERDICTS', 'SESOI_PCT', 'DECIDED', 'PLACES',
-           'describe', 'fmt_mean_std', 'welch', 'hedges_j', 'effect_size', 'hedges_g', 'relative_change_ci',
-           'variance_ratio_test', 'holm', 'comparison_groups', 'compare', 'mde', 'mean_test', 'paired_test', 'pair',
-           'compare_paired', 'verdict', 'tost_p', 'familywise_level', 'one_sided_mde', 'seeds_for_mde', 'decide',
-           'gatekeep', 'tokens_to_target', 'tokens_to_target_ratio', 'choose_setting', 'detectable_sd_ratio',
-           'sd_ratio_test', 'tokens_to_match', 'value_at', 'last_quarter_gain']
+           'CLIFF_WORSE_PCT', 'CLIFF_SPREAD_PCT', 'STABLE_WITHIN_PCT', 'describe', 'fmt_mean_std', 'welch', 'hedges_j',
+           'effect_size', 'hedges_g', 'relative_change_ci', 'variance_ratio_test', 'holm', 'comparison_groups',
+           'compare', 'mde', 'mean_test', 'paired_test', 'pair', 'compare_paired', 'verdict', 'tost_p',
+           'familywise_level', 'one_sided_mde', 'seeds_for_mde', 'decide', 'gatekeep', 'tost_power', 'seeds_for_tost',
+           'newcombe_diff_ci', 'decide_rates', 'steps_test', 'mcnemar', 'doc_bootstrap_rel_change', 'tokens_to_target',
+           'tokens_to_target_ratio', 'choose_setting', 'detectable_sd_ratio', 'sd_ratio_test', 'tokens_to_match',
+           'value_at', 'last_quarter_gain']
 
 # %% ../nbs/07_stats.ipynb #744a14f7
 def _clean(x) -> np.ndarray:
@@ -381,10 +383,13 @@ def _side(claim) -> int:
 def decide(d, claim, sesoi: float = SESOI_PCT, alpha: float = 0.05, power: float = 0.8,
            discriminating: bool = True) -> dict:
     """The pre-registered rule for one tested row: per-seed effects `d` (paired by seed) against `claim` (the
-    claimed effect, 0 for no difference, or a direction 'lower' / 'higher'), by one-sided t-tests at `alpha`.
-    Returns the n, mean, sd, 95 % interval, the four p-values, the one-sided MDE and the verdict."""
+    claimed effect, 0 for no difference, or a direction 'lower' / 'higher'), by one-sided t-tests each at `alpha`/2,
+    so that every verdict can be read off the (1 - `alpha`) t interval it returns. Returns the n, mean, sd, that
+    interval, the four p-values, the one-sided MDE at `alpha`/2 and `power`, and the verdict."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), e.g. 0.05; got {alpha}")
     d = _clean(d)
-    n, nan, s = len(d), math.nan, _side(claim)
+    n, nan, s, a1 = len(d), math.nan, _side(claim), alpha / 2     # a1: the level of each one-sided test
     out = dict(n=n, mean=float(d.mean()) if n else nan, sd=nan, ci_low=nan, ci_high=nan, p_dir=nan, p_opp=nan,
                p_claim=nan, p_equiv=nan, mde=nan, verdict="inconclusive")
     if not discriminating:
@@ -393,28 +398,28 @@ def decide(d, claim, sesoi: float = SESOI_PCT, alpha: float = 0.05, power: float
         return out
     m, sd = out["mean"], float(np.std(d, ddof=1))
     se, T = sd / math.sqrt(n), stats.t(n - 1)
-    half = float(T.ppf(0.975)) * se
-    out.update(sd=sd, ci_low=m - half, ci_high=m + half, mde=one_sided_mde(se, n, power, alpha))
+    half = float(T.ppf(1 - a1)) * se
+    out.update(sd=sd, ci_low=m - half, ci_high=m + half, mde=one_sided_mde(se, n, power, a1))
     if not sd > 1e-12 * abs(m):
         return out
     p_equiv = float(max(T.sf((m + sesoi) / se), T.cdf((m - sesoi) / se)))        # H0: |mu| >= sesoi
     if s == 0:                                                                   # a claim of no difference
         p_beyond = float(min(T.sf((m - sesoi) / se), T.cdf((m + sesoi) / se)))   # H0: |mu| <= sesoi (one side)
         out.update(p_equiv=p_equiv, p_claim=p_beyond)
-        out["verdict"] = ("reproduced" if p_equiv < alpha else "not reproduced at this scale" if p_beyond < alpha
+        out["verdict"] = ("reproduced" if p_equiv < a1 else "not reproduced at this scale" if p_beyond < a1
                           else "inconclusive")
         return out
     p_dir, p_opp = float(T.cdf(s * -m / se)), float(T.cdf(s * m / se))           # H0: mu on the other side of 0
     p_claim = float(T.sf(s * (claim - m) / se)) if isinstance(claim, (int, float)) else nan   # H0: mu at the claim or beyond
     out.update(p_dir=p_dir, p_opp=p_opp, p_claim=p_claim, p_equiv=p_equiv)
     claim_outside = not isinstance(claim, (int, float)) or abs(claim) > sesoi   # equivalence then contradicts the claim
-    if p_opp < alpha:
+    if p_opp < a1:
         out["verdict"] = "opposite sign"
-    elif claim_outside and p_equiv < alpha:
+    elif claim_outside and p_equiv < a1:
         out["verdict"] = "equivalent"
-    elif p_dir < alpha and not p_claim < alpha:
+    elif p_dir < a1 and not p_claim < a1:
         out["verdict"] = "reproduced"
-    elif p_claim < alpha:
+    elif p_claim < a1:
         out["verdict"] = "not reproduced at this scale"
     return out
 
@@ -432,6 +437,163 @@ def gatekeep(places, verdicts) -> list:
         if t and v not in DECIDED:
             open_ = False
     return tested
+
+# %% ../nbs/07_stats.ipynb #a9f4e334
+def _check_sd_n(sd, n=None):
+    if not (np.isfinite(sd) and sd > 0):
+        raise ValueError(f"sd must be a finite number > 0 (the per-seed sd of the paired differences); got {sd}")
+    if n is not None and not (float(n).is_integer() and n >= 2):
+        raise ValueError(f"n must be a whole number of paired seeds >= 2; got {n}")
+
+def tost_power(sd: float, n: int, margin: float = SESOI_PCT, alpha: float = 0.025, true_diff: float = 0.0) -> float:
+    """Power of the two one-sided t-tests (each at `alpha`) to show |mean| < `margin`, for n paired values with sd `sd`
+    and true mean `true_diff` (all in one unit); exact, by integrating over the sample sd (see the text)."""
+    _check_sd_n(sd, n)
+    if not (np.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be a finite number > 0 (the equivalence margin, e.g. SESOI_PCT); got {margin}")
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha is the level of each one-sided test and must lie in (0, 0.5), e.g. 0.025; got {alpha}")
+    if not np.isfinite(true_diff):
+        raise ValueError(f"true_diff must be a finite number; got {true_diff}")
+    n, df = int(n), int(n) - 1
+    c, k = float(stats.t.ppf(1 - alpha, df)), math.sqrt(n)
+    hi, lo = k * (margin - true_diff) / sd, k * (-margin - true_diff) / sd
+    def inside(v):                 # P(both tests reject | V = v), V = s sqrt(n-1)/sd ~ chi(n-1)
+        w = c * v / math.sqrt(df)
+        return max(0.0, float(stats.norm.cdf(hi - w) - stats.norm.cdf(lo + w))) * float(stats.chi.pdf(v, df))
+    v_max = k * margin * math.sqrt(df) / (c * sd)  # beyond it the two rejection regions do not overlap
+    return float(min(1.0, integrate.quad(inside, 0.0, v_max, epsabs=1e-12, limit=200)[0]))
+
+def seeds_for_tost(sd: float, margin: float, power: float = 0.8, alpha: float = 0.025, n_max: int = 1000) -> int:
+    "The fewest paired seeds whose TOST (each side at `alpha`) shows |mean| < `margin` with `power` when the true mean is 0."
+    _check_sd_n(sd)
+    if not 0 < power < 1:
+        raise ValueError(f"power must lie in (0, 1), e.g. 0.8; got {power}")
+    for n in range(2, n_max + 1):
+        if tost_power(sd, n, margin, alpha) >= power:
+            return n
+    raise ValueError(f"equivalence within {margin} at a per-seed sd of {sd} needs more than n_max={n_max} seeds")
+
+# %% ../nbs/07_stats.ipynb #36f65a40
+def _check_count(k, n, name):
+    if not (float(n).is_integer() and float(k).is_integer() and n >= 1 and 0 <= k <= n):
+        raise ValueError(f"{name}: need whole numbers with 0 <= k <= n and n >= 1; got k={k}, n={n}")
+
+def newcombe_diff_ci(k_b: int, n_b: int, k_a: int, n_a: int, confidence: float = 0.95) -> tuple:
+    "Newcombe's hybrid score interval (his method 10, from two Wilson intervals) of the rate difference k_b/n_b - k_a/n_a."
+    _check_count(k_b, n_b, "k_b, n_b")
+    _check_count(k_a, n_a, "k_a, n_a")
+    pb, pa = k_b / n_b, k_a / n_a
+    (lb, ub), (la, ua) = (stats.binomtest(int(k), int(n)).proportion_ci(confidence, method="wilson")
+                          for k, n in ((k_b, n_b), (k_a, n_a)))
+    d = pb - pa
+    return float(d - math.hypot(pb - lb, ua - pa)), float(d + math.hypot(ub - pb, pa - la))
+
+def decide_rates(k_b: int, n_b: int, k_a: int, n_a: int, alpha: float = 0.05, power: float = 0.8,
+                 claim: str = "higher") -> dict:
+    """Success rates of b (k_b of n_b runs) against a (k_a of n_a) for the claim that b's rate is `claim` ('higher' or
+    'lower') than a's: Boschloo's exact test each way at `alpha`/2, the difference with its Newcombe (1 - `alpha`)
+    interval, the arcsine MDE at `power`, and a verdict from `decide`'s vocabulary (rule in the text)."""
+    _check_count(k_b, n_b, "k_b, n_b")
+    _check_count(k_a, n_a, "k_a, n_a")
+    if claim not in ("higher", "lower"):
+        raise ValueError(f"claim is 'higher' or 'lower' (b's rate against a's), not {claim!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), e.g. 0.05; got {alpha}")
+    pb, pa = k_b / n_b, k_a / n_a
+    lo, hi = newcombe_diff_ci(k_b, n_b, k_a, n_a, 1 - alpha)
+    h = float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * math.sqrt(1 / n_a + 1 / n_b))
+    phi = math.asin(math.sqrt(pa))                         # Cohen's h = 2 asin sqrt(p_b) - 2 asin sqrt(p_a)
+    mde_diff = (math.sin(min(math.pi / 2, phi + h / 2)) ** 2 - pa if claim == "higher"
+                else pa - math.sin(max(0.0, phi - h / 2)) ** 2)
+    out = dict(k_b=int(k_b), n_b=int(n_b), k_a=int(k_a), n_a=int(n_a), rate_b=pb, rate_a=pa, diff=pb - pa,
+               ci_low=lo, ci_high=hi, p_higher=math.nan, p_lower=math.nan, mde_h=h, mde_diff=float(mde_diff),
+               verdict="inconclusive")
+    if (k_a == 0 and k_b == 0) or (k_a == n_a and k_b == n_b):          # both sides all fail or all succeed
+        return {**out, "verdict": "not tested in a discriminating regime"}
+    table = [[int(k_b), int(k_a)], [int(n_b - k_b), int(n_a - k_a)]]   # a column per sample: p1 = rate b, p2 = rate a
+    out.update(p_higher=float(stats.boschloo_exact(table, alternative="greater").pvalue),
+               p_lower=float(stats.boschloo_exact(table, alternative="less").pvalue))
+    p_dir, p_opp = (out["p_higher"], out["p_lower"]) if claim == "higher" else (out["p_lower"], out["p_higher"])
+    out["verdict"] = "opposite sign" if p_opp < alpha / 2 else "reproduced" if p_dir < alpha / 2 else "inconclusive"
+    return out
+
+# %% ../nbs/07_stats.ipynb #864e1e5c
+def _steps(x, name) -> np.ndarray:
+    x = np.asarray(x, dtype=float).ravel()
+    if not len(x):
+        raise ValueError(f"{name} is empty: pass one steps-to-threshold value per run (nan or inf: never reached)")
+    x = np.where(np.isnan(x), np.inf, x)
+    if np.any(x < 0):
+        raise ValueError(f"{name} holds negative steps {x[x < 0]}; steps to a threshold are >= 0 (nan or inf: never reached)")
+    return x
+
+def steps_test(steps_a, steps_b) -> dict:
+    """Steps (or tokens) to a threshold of runs of a and b, a run that never reached it (nan or inf) censored at +inf:
+    medians, how many reached it, Mann–Whitney U of b against a with its two-sided p, and P(b sooner than a)."""
+    a, b = _steps(steps_a, "steps_a"), _steps(steps_b, "steps_b")
+    out = dict(n_a=len(a), n_b=len(b), reached_a=int(np.isfinite(a).sum()), reached_b=int(np.isfinite(b).sum()),
+               median_a=float(np.median(a)), median_b=float(np.median(b)), u=math.nan, p=math.nan, prob_b_sooner=math.nan, reason=None)
+    both = np.concatenate([a, b])
+    if np.all(both == both[0]):
+        return {**out, "reason": "every run has the same value: no order to test"}
+    fin = both[np.isfinite(both)]
+    big = (fin.max() if len(fin) else 0.0) + 1.0      # above every finite value: the ranks an infinite step gets
+    r = stats.mannwhitneyu(np.where(np.isinf(b), big, b), np.where(np.isinf(a), big, a), alternative="two-sided")
+    return {**out, "u": float(r.statistic), "p": float(r.pvalue), "prob_b_sooner": 1 - float(r.statistic) / (len(a) * len(b))}
+
+# %% ../nbs/07_stats.ipynb #b6ffc377
+def _correct(x, name) -> np.ndarray:
+    x = np.asarray(x).ravel()
+    if not len(x) or not np.isin(x, (0, 1)).all():
+        raise ValueError(f"{name} must be a non-empty array of per-example 0/1 (or bool) correctness; got {x[:5]}...")
+    return x.astype(bool)
+
+def mcnemar(correct_a, correct_b, confidence: float = 0.95) -> dict:
+    """McNemar's exact test of b against a on the same examples: b_ = a right and b wrong, c = a wrong and b right; the
+    binomial test of c out of b_ + c at 1/2, and acc_b - acc_a = (c - b_)/n with its Agresti–Min interval."""
+    a, b = _correct(correct_a, "correct_a"), _correct(correct_b, "correct_b")
+    if a.shape != b.shape:
+        raise ValueError(f"correct_a and correct_b must score the same examples; got lengths {len(a)} and {len(b)}")
+    n, b_, c = len(a), int((a & ~b).sum()), int((~a & b).sum())
+    p = float(stats.binomtest(c, b_ + c, 0.5).pvalue) if b_ + c else 1.0     # no discordant pair: no evidence
+    bs, cs, ns = b_ + 0.5, c + 0.5, n + 2                                      # Agresti & Min (2005): half a count a cell
+    centre, se = (cs - bs) / ns, math.sqrt((bs + cs) - (cs - bs) ** 2 / ns) / ns
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    return dict(n=n, b=b_, c=c, acc_a=float(a.mean()), acc_b=float(b.mean()), diff=(c - b_) / n,
+                ci_low=max(-1.0, centre - z * se), ci_high=min(1.0, centre + z * se), p=p)
+
+# %% ../nbs/07_stats.ipynb #f81276d9
+def _ppl_ratio(la, ta, lb, tb, axis=-1):
+    "Mean over seeds (the first axis) of ppl_b / ppl_a, each exp(summed loss / summed tokens) over documents (`axis`)."
+    return np.mean(np.exp(np.sum(lb, axis) / np.sum(tb, axis) - np.sum(la, axis) / np.sum(ta, axis)), axis=0) - 1
+
+def doc_bootstrap_rel_change(loss_a, tok_a, loss_b, tok_b, n_boot: int = 10_000, seed: int = 0,
+                             confidence: float = 0.95) -> dict:
+    """Relative change in perplexity of b against a over the same documents, with its percentile bootstrap interval
+    over documents: per-document summed losses and token counts, shape (docs,) or (seeds, docs); one draw of documents
+    serves both models and every seed. The change is the mean over seeds of ppl_b/ppl_a - 1 (a fraction)."""
+    arrs = [np.asarray(x, dtype=float) for x in (loss_a, tok_a, loss_b, tok_b)]
+    for x, name in zip(arrs, ("loss_a", "tok_a", "loss_b", "tok_b")):
+        if x.ndim not in (1, 2) or x.shape != arrs[0].shape:
+            raise ValueError(f"{name} has shape {x.shape}; all four must share one shape, (docs,) or (seeds, docs), "
+                             f"as loss_a's {arrs[0].shape}")
+        if not np.isfinite(x).all():
+            raise ValueError(f"{name} holds non-finite values; pass finite per-document sums")
+    arrs = [np.atleast_2d(x) for x in arrs]
+    if arrs[0].shape[1] < 2:
+        raise ValueError(f"need two or more documents to resample; got {arrs[0].shape[1]}")
+    if (arrs[1] < 0).any() or (arrs[3] < 0).any() or (arrs[1].sum(1) <= 0).any() or (arrs[3].sum(1) <= 0).any():
+        raise ValueError("token counts must be >= 0 with a positive total per seed")
+    n_seeds, n_docs = arrs[0].shape
+    out = dict(rel_change=float(_ppl_ratio(*arrs)), ci_low=math.nan, ci_high=math.nan, n_docs=n_docs,
+               n_seeds=n_seeds, n_boot=n_boot, confidence=confidence)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                       # DegenerateDataWarning: identical models
+        r = stats.bootstrap(arrs, _ppl_ratio, n_resamples=n_boot, paired=True, vectorized=True, axis=-1, method="percentile",
+                            confidence_level=confidence, batch=max(1, 2_000_000 // (n_docs * n_seeds)),
+                            rng=np.random.default_rng(seed))
+    return {**out, "ci_low": float(r.confidence_interval.low), "ci_high": float(r.confidence_interval.high)}
 
 # %% ../nbs/07_stats.ipynb #c1580b1f
 def tokens_to_target(tokens, values, target: float, lower_is_better: bool = True) -> float:
@@ -469,19 +631,40 @@ def tokens_to_target_ratio(curve_a, curve_b, target: float | None = None, lower_
                 lower_bound=lower)
 
 # %% ../nbs/07_stats.ipynb #5e1ec7a1
-def choose_setting(df: pd.DataFrame, setting: str, metric: str = "val_ppl", by: str = "variant") -> pd.DataFrame:
-    """Per `by`: the value of `setting` with the lowest mean `metric` (over seeds), whether it is bracketed (not at
-    an edge of that group's grid), the grid, the chosen mean and sd, n seeds, and the better neighbour's margin in %."""
+CLIFF_WORSE_PCT = 20.0    # the next value up is a cliff when its mean is this much worse (% of the best mean) ...
+CLIFF_SPREAD_PCT = 10.0   # ... or its seeds spread (max - min) / mean by more than this; so is a best spread as much
+STABLE_WITHIN_PCT = 5.0   # an unstable best gives way to the value below it when that one is within this much (%)
+
+def choose_setting(df: pd.DataFrame, setting: str, metric: str = "val_ppl", by: str = "variant",
+                   avoid_cliff: bool = True, within_pct: float = STABLE_WITHIN_PCT) -> pd.DataFrame:
+    """Per `by`: the value of `setting` with the lowest mean `metric` (over seeds), or with `avoid_cliff`, when that best
+    is unstable, the value below it if nearly as good and stable (rule in the text); whether the choice is bracketed,
+    the grid, its mean, sd, n seeds, the better neighbour's margin in %, and the stability columns."""
+    for c in (setting, metric, by):
+        if c not in df.columns:
+            raise ValueError(f"column {c!r} not in df; columns: {list(df.columns)}")
+    if not len(df):
+        raise ValueError("df has no rows: pass one row per run (setting, metric, seed)")
     rows = []
     for key, g in df.groupby(by, sort=False):
-        m = g.groupby(setting)[metric].agg(["mean", "std", "count"]).sort_index()
-        grid = list(m.index)
-        i = int(np.argmin(m["mean"].to_numpy()))
-        neighbours = [m["mean"].iloc[j] for j in (i - 1, i + 1) if 0 <= j < len(grid)]
-        best = m["mean"].iloc[i]
+        m = g.groupby(setting)[metric].agg(["mean", "std", "count", "min", "max"]).sort_index()
+        grid, mean = list(m.index), m["mean"].to_numpy(float)
+        spread = np.where(m["count"].to_numpy() > 1, 100 * (m["max"] - m["min"]).to_numpy(float) / mean, np.nan)
+        best = i = int(np.argmin(mean))
+        up = best + 1 < len(grid)
+        unstable = bool(spread[best] > CLIFF_SPREAD_PCT or up and (mean[best + 1] > mean[best] * (1 + CLIFF_WORSE_PCT / 100)
+                                                                   or spread[best + 1] > CLIFF_SPREAD_PCT))
+        down_ok = best > 0 and mean[best - 1] <= mean[best] * (1 + within_pct / 100) and not spread[best - 1] > CLIFF_SPREAD_PCT
+        if avoid_cliff and unstable and down_ok:
+            i = best - 1
+        neighbours = [mean[j] for j in (i - 1, i + 1) if 0 <= j < len(grid)]
+        up = i + 1 < len(grid)
         rows.append({by: key, setting: grid[i], "bracketed": 0 < i < len(grid) - 1, "grid": grid,
-                     f"{metric}_mean": best, f"{metric}_std": m["std"].iloc[i], "n": int(m["count"].iloc[i]),
-                     "margin_pct": 100 * (min(neighbours) / best - 1) if neighbours else float("nan")})
+                     f"{metric}_mean": mean[i], f"{metric}_std": m["std"].iloc[i], "n": int(m["count"].iloc[i]),
+                     "margin_pct": 100 * (min(neighbours) / mean[i] - 1) if neighbours else float("nan"),
+                     "best_by_mean": grid[best], "unstable_best": unstable, "stable": i != best or not unstable,
+                     "spread_pct": spread[i], "next_up_spread_pct": spread[i + 1] if up else float("nan"),
+                     "next_up_worse_pct": 100 * (mean[i + 1] / mean[i] - 1) if up else float("nan")})
     return pd.DataFrame(rows)
 
 # %% ../nbs/07_stats.ipynb #5e1ec7b1
