@@ -633,7 +633,7 @@ def tokens_to_target_ratio(curve_a, curve_b, target: float | None = None, lower_
 # %% ../nbs/07_stats.ipynb #5e1ec7a1
 CLIFF_WORSE_PCT = 20.0    # the next value up is a cliff when its mean is this much worse (% of the best mean) ...
 CLIFF_SPREAD_PCT = 10.0   # ... or its seeds spread (max - min) / mean by more than this; so is a best spread as much
-STABLE_WITHIN_PCT = 5.0   # an unstable best gives way to the value below it when that one is within this much (%)
+STABLE_WITHIN_PCT = math.inf   # an unstable best gives way to the value below it when that one is within this much (%)
 
 def choose_setting(df: pd.DataFrame, setting: str, metric: str = "val_ppl", by: str = "variant",
                    avoid_cliff: bool = True, within_pct: float = STABLE_WITHIN_PCT) -> pd.DataFrame:
