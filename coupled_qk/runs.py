@@ -15,25 +15,34 @@ from .provenance import (StateError, atomic_write, read_state, replacing, remove
                                    undo_on_failure)
 
 # %% auto #0
-__all__ = ['NON_RESULT_FIELDS', 'LATER_FIELDS', 'config_hash', 'run_id', 'default_run_dir', 'rng_state', 'set_rng_state',
-           'CheckpointError', 'save_checkpoint', 'load_checkpoint', 'RunBusy', 'check_run_folder', 'run_lock',
-           'read_metrics', 'truncate_metrics', 'check_same_run', 'OpenRun', 'finished_result', 'open_run']
+__all__ = ['NON_RESULT_FIELDS', 'LATER_FIELDS', 'config_hash', 'from_record', 'run_id', 'default_run_dir', 'rng_state',
+           'set_rng_state', 'CheckpointError', 'save_checkpoint', 'load_checkpoint', 'RunBusy', 'check_run_folder',
+           'run_lock', 'read_metrics', 'truncate_metrics', 'check_same_run', 'OpenRun', 'finished_result', 'open_run']
 
 # %% ../nbs/05a_runs.ipynb #7a0e0006
 NON_RESULT_FIELDS = ("device", "compile", "log_every", "ckpt_every")
-LATER_FIELDS = ("mlp_hidden",)   # added after runs were committed: in a run's identity only when set
+# Fields added after runs were committed, each with the value runs had before it existed: in a run's identity only
+# when it differs from that value, so an earlier run keeps its id.
+LATER_FIELDS = {"mlp_hidden": None, "test_scoring": "prefix"}
 
 
 def config_hash(cfg, data: dict | None = None) -> str:
     """A run's one identity: sha256 of its config (without the fields in NON_RESULT_FIELDS) and its data
     identity (`cfg.data_identity()` where the config has one: a changed corpus is a different run). A field of
-    LATER_FIELDS counts only when it is set (not None), so adding a field keeps every earlier run's id."""
+    LATER_FIELDS counts only when it differs from the value runs had before it existed, so adding a field keeps every
+    earlier run's id."""
     skip = set(getattr(cfg, "NON_RESULT_FIELDS", NON_RESULT_FIELDS))
     d = {k: v for k, v in (asdict(cfg) if dataclasses.is_dataclass(cfg) else cfg).items()
-         if k not in skip and not (k in LATER_FIELDS and v is None)}
+         if k not in skip and not (k in LATER_FIELDS and v == LATER_FIELDS[k])}
     if data is None:
         data = cfg.data_identity() if hasattr(cfg, "data_identity") else {}
     return hashlib.sha256(json.dumps([d, data], sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+def from_record(cls, config: dict):
+    """The config dataclass `cls` from a recorded config (config.json, result.json): a field of LATER_FIELDS that the
+    record lacks takes the value runs had before it existed, not today's default, so the record keeps its identity."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{**{k: v for k, v in LATER_FIELDS.items() if k in names}, **config})
 
 def run_id(kind: str, cfg) -> str:
     "`kind-HASH12`: the name of a run's folder, from its one identity."

@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from .attention import VARIANTS, POSITIONAL
 from .model import GPT, GPTConfig, PRESETS, model_config, n_params, coupling_params, dt_per_head
 from .documents import SPLITS, DataError
 from .embedded import source_versions
 from .corpora import load_corpus, known_fingerprint, prepare, check_corpus
-from .tokens import get_tokenizer, token_cache, eval_batches, check_tokenizer
+from .tokens import get_tokenizer, token_cache, eval_batches, eval_tokens, check_tokenizer
 from .settings import load_settings, resolve_device, ConfigError, check_choice, check_fields, check_number
 from .runs import (OpenRun, open_run, check_run_folder, config_hash, default_run_dir, finished_result, truncate_metrics, check_same_run, rng_state,
                              set_rng_state, save_checkpoint, load_checkpoint)
@@ -26,13 +27,14 @@ from .optim import make_optimizer, cosine_lr
 from .distributed import Dist, init_dist, all_sum, rank_batch
 
 # %% auto #0
-__all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'TrainConfig', 'data_identity',
-           'lr_at', 'autocast', 'evaluate', 'TrainingDiverged', 'check_split_sizes', 'train', 'setup', 'restore',
-           'train_step', 'result']
+__all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'TEST_SCORING', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'TrainConfig',
+           'data_identity', 'lr_at', 'autocast', 'evaluate', 'doc_ids', 'rank_doc_sums', 'score_documents',
+           'TrainingDiverged', 'check_split_sizes', 'train', 'setup', 'restore', 'train_step', 'test_pass', 'result']
 
 # %% ../nbs/05_train.ipynb #f5b8d07a
 DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-1024", "small": "bpe-4096"}      # others (the paper presets): gpt2
 DTYPES = ("auto", "float32", "bfloat16")
+TEST_SCORING = ("full", "prefix")     # the final test pass: the whole split, or eval_batches batches
 MODEL_OVERRIDES = ("n_steps", "dt_init", "learn_dt", "subln_gain", "d_model", "n_layers", "n_heads", "seq_len", "positional", "dropout", "mlp_hidden")
 
 # Default budgets of the presets: a few minutes at smoke, cpu and small, the paper's token count at the paper's sizes.
@@ -72,7 +74,8 @@ class TrainConfig:
     max_tokens: int | None = None      # tokens to train on (instead of max_steps)
     # evaluation
     eval_every: int = 200              # steps between validation passes; 0 = only at the end
-    eval_batches: int | None = None    # batches per evaluation; None = a full deterministic pass over the split
+    eval_batches: int | None = None    # batches per validation pass; None = a full deterministic pass over the split
+    test_scoring: str = "full"         # final test pass: full (the whole split, per document) or prefix (eval_batches batches)
     # execution (not part of the run's identity)
     device: str | None = None          # auto, cpu, cuda, cuda:N or mps; None = the `device` setting
     dtype: str = "auto"                # auto: bf16 autocast on CUDA, float32 elsewhere
@@ -85,6 +88,7 @@ class TrainConfig:
         check_choice("model preset", self.preset, tuple(PRESETS))
         check_choice("variant", self.variant, VARIANTS)
         check_choice("dtype", self.dtype, DTYPES)
+        check_choice("test scoring", self.test_scoring, TEST_SCORING, "test_scoring")
         check_corpus(self.corpus)
         if self.tokenizer is None:
             self.tokenizer = DEFAULT_TOKENIZER.get(self.preset, "gpt2")
@@ -178,6 +182,46 @@ def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dt
     model.train(was)
     tot, n = all_sum([tot, float(n)], d, device)
     return tot / n
+
+def doc_ids(tokens, eot_id: int) -> np.ndarray:
+    "The document of every position of a split: how many end-of-text tokens come before it."
+    eot = np.asarray(tokens) == eot_id
+    return np.concatenate([[0], np.cumsum(eot[:-1], dtype=np.int64)])
+
+@torch.no_grad()
+def rank_doc_sums(model: nn.Module, tokens, eot_id: int, batch_size: int, seq_len: int, device, dtype: str = "auto",
+                  d: Dist = Dist()) -> tuple[np.ndarray, np.ndarray]:
+    """This rank's share of a full pass over `tokens` (`evaluate`'s batches and windows, all of them): per document,
+    the summed cross-entropy of its targets (float64) and their number."""
+    eager = getattr(model, "_orig_mod", model)
+    was = model.training
+    model.eval()
+    docs = doc_ids(tokens, eot_id)
+    loss, count = np.zeros(int(docs[-1]) + 1), np.zeros(int(docs[-1]) + 1, dtype=np.int64)
+    first = 0                                      # the split's window index of the batch's first row
+    for x, y in eval_batches(tokens, batch_size * d.world_size, seq_len):
+        rows = slice(*(min(len(x), math.ceil(len(x) / d.world_size) * r) for r in (d.rank, d.rank + 1)))
+        w0, first = first + rows.start, first + len(x)
+        if rows.stop <= rows.start:
+            continue
+        x, y = x[rows].to(device), y[rows].contiguous().to(device)
+        with autocast(device, dtype):
+            logits = (model if len(x) == batch_size else eager)(x, y)[0]     # evaluate's call: the same graph
+        tok_loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none").double().cpu().numpy()
+        ids = docs[w0 * seq_len + 1:w0 * seq_len + 1 + len(tok_loss)]    # window w predicts positions wT+1 … wT+T
+        loss += np.bincount(ids, weights=tok_loss, minlength=len(loss))
+        count += np.bincount(ids, minlength=len(count))
+    model.train(was)
+    return loss, count
+
+def score_documents(model: nn.Module, tokens, eot_id: int, batch_size: int, seq_len: int, device, dtype: str = "auto",
+                    d: Dist = Dist()) -> dict:
+    """A full deterministic pass over `tokens`, summed over ranks: the mean loss per token, the tokens scored, and each
+    document's summed loss and token count."""
+    loss, count = rank_doc_sums(model, tokens, eot_id, batch_size, seq_len, device, dtype, d)
+    total = all_sum(loss.tolist() + count.astype(float).tolist(), d, device)
+    loss, count = total[:len(loss)], [int(round(c)) for c in total[len(loss):]]
+    return dict(loss=math.fsum(loss) / sum(count), tokens=sum(count), doc_loss=loss, doc_tokens=count)
 
 # %% ../nbs/05_train.ipynb #427a22ca
 class TrainingDiverged(RuntimeError):
@@ -299,9 +343,24 @@ def train_step(fwd, model, opt, tokens, cfg: TrainConfig, lr: float, data_gen, d
     opt.zero_grad(set_to_none=True)
     return train_loss
 
+def test_pass(model: nn.Module, tokens, cfg: TrainConfig, eot_id: int, device, d: Dist) -> dict:
+    """The final test pass as `cfg.test_scoring` says: "full" scores every window of the test split `tokens` and keeps
+    each document's summed loss; "prefix" is `evaluate` over `cfg.eval_batches` batches (as runs before the choice).
+    Either records the target tokens it scored and how many a full pass scores."""
+    T, B = cfg.block_size, cfg.batch_size
+    split = eval_tokens(tokens, T)
+    if cfg.test_scoring == "full":
+        r = score_documents(model, tokens, eot_id, B, T, device, cfg.dtype, d)
+        return dict(test_loss=r["loss"], test_tokens=r["tokens"], test_split_tokens=split,
+                    test_doc_loss=r["doc_loss"], test_doc_tokens=r["doc_tokens"])
+    cap = None if cfg.eval_batches is None else cfg.eval_batches * B * d.world_size * T
+    return dict(test_loss=evaluate(model, tokens, B, T, device, cfg.dtype, cfg.eval_batches, d),
+                test_tokens=split if cap is None else min(split, cap), test_split_tokens=split)
+
 def result(cfg: TrainConfig, run: OpenRun, d: Dist, corpus, tok, mcfg: GPTConfig, model, s: _State,
-           step_tokens: int, val_loss: float, test_loss: float) -> dict:
-    "result.json's content (the run wrapper adds the versions, hardware and device)."
+           step_tokens: int, val_loss: float, test: dict) -> dict:
+    "result.json's content (the run wrapper adds the versions, hardware and device); `test` is `test_pass`'s."
+    test_loss, test = test["test_loss"], {k: v for k, v in test.items() if k != "test_loss"}
     return dict(config=asdict(cfg), run_id=f"lm-{run.config_hash[:12]}", data=cfg.data_identity(),
                 world_size=d.world_size, global_batch_tokens=step_tokens, corpus=corpus.name,
                 corpus_fingerprint=corpus.fingerprint, corpus_versions=source_versions(corpus.meta),
@@ -309,7 +368,7 @@ def result(cfg: TrainConfig, run: OpenRun, d: Dist, corpus, tok, mcfg: GPTConfig
                 model=asdict(mcfg), params=n_params(model), coupling_params=coupling_params(model),
                 steps=s.step, tokens_seen=s.seen, wall_clock_s=round(s.elapsed, 3), eval_s=round(s.eval_s, 3),
                 val_loss=val_loss, val_ppl=math.exp(val_loss), test_loss=test_loss, test_ppl=math.exp(test_loss),
-                dt=dt_per_head(model))
+                **test, dt=dt_per_head(model))
 
 def _train(cfg: TrainConfig, run: OpenRun, d: Dist, st: dict | None, corpus, tok, tokens, quiet: bool,
            stop_at: int | None) -> dict:
@@ -339,9 +398,9 @@ def _train(cfg: TrainConfig, run: OpenRun, d: Dist, st: dict | None, corpus, tok
                                        elapsed=s.elapsed, eval_s=s.eval_s, rng=states, config=asdict(cfg),
                                        config_hash=run.config_hash, world_size=d.world_size))
 
-    def val(split="validation"):
+    def val():
         t = time.perf_counter()
-        v = evaluate(ev, tokens[split], B, T, device, cfg.dtype, cfg.eval_batches, d)
+        v = evaluate(ev, tokens["validation"], B, T, device, cfg.dtype, cfg.eval_batches, d)
         s.eval_s += time.perf_counter() - t
         return v
 
@@ -389,5 +448,7 @@ def _train(cfg: TrainConfig, run: OpenRun, d: Dist, st: dict | None, corpus, tok
             return {}
     bar.close()
     val_loss = last_val if last_val is not None else val()
-    test_loss = val("test")
-    return run.finish(result(cfg, run, d, corpus, tok, mcfg, model, s, step_tokens, val_loss, test_loss))
+    t = time.perf_counter()
+    test = test_pass(ev, tokens["test"], cfg, tok.eot_id, device, d)
+    s.eval_s += time.perf_counter() - t
+    return run.finish(result(cfg, run, d, corpus, tok, mcfg, model, s, step_tokens, val_loss, test))
