@@ -63,6 +63,7 @@ def test_smoke_pipeline_without_shared_data_then_redrawn(tmp_path, monkeypatch):
                      log=lambda *a: None)
     assert rep2.executed == [] and len(rep2.cached) == n
     assert {p: p.read_bytes() for p in (figs / "smoke").rglob("*.csv")} == tables
+    claims_follow_their_rule(figs / "smoke" / "claims" / "claims.csv")
 
 
 @pytest.mark.skipif(not (SHARED / "data" / "glue").exists(), reason="needs the shared GLUE samples (../shared/data)")
@@ -130,3 +131,69 @@ def test_committed_tables_redraw_identically(scale, tmp_path):
     redrawn = {p.relative_to(figs): p.read_bytes() for p in (figs / scale).rglob("*.csv")}
     changed = sorted(str(k) for k in committed if redrawn.get(k) != committed[k])
     assert not changed, f"--redraw changed {changed}"
+
+
+def _verdict_by_hand(mean, sd, n, claim, sesoi=2.0):
+    """The claims' rule written a second time, from the 95 % t interval alone (scipy only, not coupled_qk.stats):
+    one-sided tests at 0.025 each are the interval excluding a value."""
+    import math
+    from scipy import stats
+    if not (n >= 2 and sd > 1e-12 * abs(mean)):
+        return "inconclusive"
+    half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+    lo, hi = mean - half, mean + half
+    if claim == 0:
+        return ("reproduced" if -sesoi < lo and hi < sesoi else
+                "not reproduced at this scale" if lo > sesoi or hi < -sesoi else "inconclusive")
+    side = -1 if claim == "lower" or (not isinstance(claim, str) and claim < 0) else 1
+    toward, away = (hi < 0, lo > 0) if side < 0 else (lo > 0, hi < 0)
+    beyond = not isinstance(claim, str) and (lo > claim if side < 0 else hi < claim)   # excludes the paper's effect
+    if away:
+        return "opposite sign"
+    if (isinstance(claim, str) or abs(claim) > sesoi) and -sesoi < lo and hi < sesoi:
+        return "equivalent"
+    if toward and not beyond:
+        return "reproduced"
+    return "not reproduced at this scale" if beyond else "inconclusive"
+
+
+def test_the_rule_written_twice_agrees():
+    "stats.decide and the interval-only rule above give the same verdict on many random rows (every branch reached)."
+    import numpy as np
+    from coupled_qk.stats import decide
+    rng, seen = np.random.default_rng(0), set()
+    for i in range(600):
+        n = int(rng.integers(3, 12))
+        claim = [-6.6, "lower", "higher", 0.0, 5.0, -1.5][i % 6]
+        d = rng.normal(rng.uniform(-9, 9), rng.uniform(0.2, 4), n)
+        got = decide(d, claim)["verdict"]
+        assert got == _verdict_by_hand(d.mean(), d.std(ddof=1), n, claim), (claim, d.round(3).tolist(), got)
+        seen.add(got)
+    assert seen == {"reproduced", "not reproduced at this scale", "opposite sign", "equivalent", "inconclusive"}
+
+
+def claims_follow_their_rule(table):
+    """Every tested row of a claims table carries the verdict the rule gives its own mean, sd and n; the gate
+    closes after the first tested row that was not decided; no exploratory row carries a verdict that claims more."""
+    import pandas as pd
+    decided = {"reproduced", "not reproduced at this scale", "opposite sign", "equivalent"}
+    c = pd.read_csv(table)
+    assert c.place.iloc[0] == "primary" and (c.place == "primary").sum() == 1
+    is_open = True
+    for r in c.itertuples():
+        if r.place == "exploratory":
+            assert r.verdict in ("exploratory", "not tested in a discriminating regime"), r.claim
+            continue
+        assert ("gate closed" in r.place) == (not is_open), (r.claim, r.place)
+        if not is_open:
+            assert r.verdict == "exploratory", r.claim
+            continue
+        eff = r.paper_effect if r.paper_effect in ("lower", "higher") else float(r.paper_effect)
+        if r.verdict != "not tested in a discriminating regime":
+            assert r.verdict == _verdict_by_hand(r.ours, r.sd, r.n, eff), (r.claim, r.verdict)
+        is_open = r.verdict in decided
+
+
+@pytest.mark.parametrize("scale", [s for s in _committed_scales() if (ROOT / "figures" / s / "claims" / "claims.csv").is_file()])
+def test_committed_claims_follow_their_rule(scale):
+    claims_follow_their_rule(ROOT / "figures" / scale / "claims" / "claims.csv")
