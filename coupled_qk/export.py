@@ -28,7 +28,7 @@ from .provenance import read_state, temporary_name
 from .model import GPT, GPTConfig
 from .attention import Rotary
 from .tokens import EOT, TextTokenizer, get_tokenizer, token_cache
-from .runs import load_checkpoint
+from .runs import from_record, load_checkpoint
 from .train import TrainConfig
 
 # %% auto #0
@@ -157,7 +157,7 @@ def lm_run(run: str | Path) -> tuple[Path, TrainConfig, dict]:
     if not isinstance(cfg, dict) or not isinstance(cfg.get("config"), dict):
         raise ExportError(f"{p} is not a training run of this project (no config.json); give a language-model run")
     try:
-        tcfg = TrainConfig(**cfg["config"])
+        tcfg = from_record(TrainConfig, cfg["config"])     # a run made before a later field keeps its meaning
     except (TypeError, ValueError):
         raise ExportError(f"{p} is not a language-model run (an MQAR or GLUE run?); give a run of `coupled-qk train`") from None
     res = read_state(p / "result.json", fix)
@@ -237,15 +237,20 @@ TASK_UTILS = ("def process_results(doc, results):\n"
               '    "The rolling log-likelihood of the document and the tokens it predicts: token perplexity\'s parts."\n'
               '    return {"token_perplexity": (results[0], doc["n_tokens"])}\n')
 
-def scored_windows(n_tokens: int, cfg: TrainConfig) -> int:
-    "How many windows of seq_len our evaluation of a split of `n_tokens` tokens scores (eval_batches caps it)."
+def scored_windows(n_tokens: int, cfg: TrainConfig, split: str = "test", world_size: int = 1) -> int:
+    """How many windows of seq_len the run `cfg` (trained on `world_size` processes) scores of a split of `n_tokens`
+    tokens: every one of the test split when its test_scoring is "full", else `eval_batches` batches (of every process)
+    at most."""
     w = (n_tokens - 1) // cfg.block_size
-    return w if cfg.eval_batches is None else min(w, cfg.eval_batches * cfg.batch_size)
+    if cfg.eval_batches is None or (split == "test" and cfg.test_scoring == "full"):
+        return w
+    return min(w, cfg.eval_batches * cfg.batch_size * world_size)
 
-def local_task(folder: Path, corpus: str, split: str, tok: TextTokenizer, cfg: TrainConfig) -> tuple[str, int]:
+def local_task(folder: Path, corpus: str, split: str, tok: TextTokenizer, cfg: TrainConfig,
+               world_size: int = 1) -> tuple[str, int]:
     "Write the task scoring `corpus`'s `split` as our evaluation scores it into `folder`; (its name, prefix token)."
     s = [int(t) for t in token_cache(corpus, tok, split)]
-    n = scored_windows(len(s), cfg) * cfg.block_size
+    n = scored_windows(len(s), cfg, split, world_size) * cfg.block_size
     text = hf_tokenizer(tok, cfg.block_size).decode(s[1:n + 1])
     if hf_tokenizer(tok, cfg.block_size).encode(text) != s[1:n + 1]:
         raise ExportError(f"{corpus} {split}: its tokens do not survive decoding and encoding with {tok.name}, so the "
@@ -269,7 +274,7 @@ def harness_perplexity(run: str | Path, corpus: str | None = None, split: str = 
     model, tok, cfg, res = load_run_model(run)
     corpus = corpus or cfg.corpus
     with tempfile.TemporaryDirectory() as d:
-        name, prefix = local_task(Path(d), corpus, split, tok, cfg)
+        name, prefix = local_task(Path(d), corpus, split, tok, cfg, res.get("world_size", 1))
         lm = HFLM(pretrained=model, tokenizer=hf_tokenizer(tok, cfg.block_size), max_length=cfg.block_size,
                   prefix_token_id=prefix, batch_size=batch_size, device="cpu")
         out = simple_evaluate(lm, tasks=[name], task_manager=TaskManager(include_path=d), verbosity="ERROR",

@@ -20,7 +20,7 @@ from .tokens import get_tokenizer, check_tokenizer
 from .settings import load_settings, ConfigError, check_choice, check_fields, check_number
 from .train import TrainConfig
 from .optim import cosine_lr, make_optimizer
-from .runs import OpenRun, config_hash, load_checkpoint, open_run
+from .runs import OpenRun, config_hash, from_record, load_checkpoint, open_run
 
 # %% auto #0
 __all__ = ['GLUE_TASKS', 'GLUE_FILE_TYPES', 'POOLINGS', 'INITS', 'GlueTask', 'GlueSplit', 'load_glue', 'GlueConfig',
@@ -177,9 +177,10 @@ class GlueConfig:
         check_number("seed", self.seed, 0, integer=True)
 
     def lm_config(self) -> TrainConfig:
-        "The language-model config the classifier is built from."
+        """The language-model config the classifier is built from: the run's recorded one (read by `from_record`, so a
+        run made before a later field existed keeps its identity), else the scratch architecture's."""
         if self.run is not None:
-            return TrainConfig(**json.loads((Path(self.run) / "config.json").read_text())["config"])
+            return from_record(TrainConfig, json.loads((Path(self.run) / "config.json").read_text())["config"])
         return TrainConfig(preset=self.preset, variant=self.variant, corpus=self.corpus, tokenizer=self.tokenizer,
                            max_steps=1)
 
