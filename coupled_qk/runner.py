@@ -17,10 +17,10 @@ from .executors import Checkpointable, check_executor, distributed_env, make_exe
 
 # %% auto #0
 __all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'EXPERIMENTS', 'lm_macs_per_token', 'measured_throughput', 'estimate_seconds',
-           'nbs_dir', 'experiment_config', 'typed_config', 'trainer', 'train_seconds', 'RunCall', 'write_summary',
-           'NotebookFailed', 'run_notebook', 'glue_dir_for', 'unavailable', 'prepare_corpora', 'prepare_data',
-           'ReproReport', 'describe', 'error_line', 'execute_runs', 'reproduce', 'recorded_seconds', 'print_plan',
-           'drift_lines']
+           'nbs_dir', 'experiment_config', 'typed_config', 'trainer', 'train_seconds', 'RunCall', 'portable',
+           'write_summary', 'NotebookFailed', 'run_notebook', 'glue_dir_for', 'unavailable', 'prepare_corpora',
+           'prepare_data', 'ReproReport', 'describe', 'error_line', 'execute_runs', 'reproduce', 'recorded_seconds',
+           'print_plan', 'drift_lines']
 
 # %% ../nbs/09b_runner.ipynb #18a5bd6d
 # Multiply-accumulates per second of one training job: on this 2-core CPU one thread per job, two jobs at
@@ -145,15 +145,47 @@ class RunCall(Checkpointable):
         seconds = time.perf_counter() - t0
         return dict(ran=True, seconds=seconds, overhead_s=max(0.0, seconds - train_seconds(res)))
 
+def portable(x, runs_dir: Path | None = None):
+    """`x` (a run's result, any JSON-like value) with every absolute path named by where it lies instead: under the
+    runs folder as `<runs_dir>/...`, under a folder setting as `<setting>/...`, in the project as a relative path.
+    A path from another machine is read by its shape (`.../runs/<kind>/<id>`, `.../data/...`); anything else keeps
+    only its last part, `<elsewhere>/name`. A committed summary then says nothing about the machine that made it."""
+    if isinstance(x, dict):
+        return {k: portable(v, runs_dir) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [portable(v, runs_dir) for v in x]
+    if not (isinstance(x, str) and x.startswith("/")):
+        return x
+    st = load_settings()
+    bases = [("runs_dir", Path(runs_dir or st.runs_dir))] + sorted(
+        ((k, Path(getattr(st, k))) for k in ("data_dir", "figures_dir", "gpt2_dir", "shared_data_dir", "local_glue",
+                                              "local_wikitext103", "local_pubmed", "local_openwebtext") if getattr(st, k)),
+        key=lambda kv: -len(str(kv[1])))
+    p = Path(x)
+    for name, base in bases:
+        if p == base or base in p.parents:
+            return f"<{name}>/{p.relative_to(base).as_posix()}".rstrip("/")
+    if st.root in p.parents:
+        return p.relative_to(st.root).as_posix()
+    parts = p.parts
+    for i in range(len(parts) - 2, 0, -1):               # the innermost folder that says what it is
+        if parts[i] == "runs":
+            return "<runs_dir>/" + "/".join(parts[i + 1:])
+        if parts[i] == "data":
+            return ("<shared_data_dir>/" if parts[i - 1] == "shared" else "<data_dir>/") + "/".join(parts[i + 1:])
+    return f"<elsewhere>/{p.name}"
+
 def write_summary(run: Run, runs_dir: Path, summaries: Path) -> Path:
-    "Condense a finished run into summaries/<run_id>.json: result, config and evaluation curve."
+    """Condense a finished run into summaries/<run_id>.json: result (its paths made `portable`), config and evaluation
+    curve."""
     from coupled_qk.runs import read_metrics
     d = run_dir(run, runs_dir)
     res = read_state(d / "result.json", "delete it, and the same command finishes the run again from its checkpoint")
     curve = [m for m in read_metrics(d) if m.get("val_loss") is not None]
     summaries.mkdir(parents=True, exist_ok=True)
     out = summaries / f"{run.run_id}.json"
-    atomic_write(out, json.dumps(dict(run_id=run.run_id, kind=run.kind, config=run.config, result=res, curve=curve),
+    atomic_write(out, json.dumps(dict(run_id=run.run_id, kind=run.kind, config=run.config, result=portable(res, runs_dir),
+                                      curve=curve),
                                  indent=1, default=str))
     return out
 
