@@ -25,7 +25,7 @@ from .runs import OpenRun, config_hash, from_record, load_checkpoint, open_run
 # %% auto #0
 __all__ = ['GLUE_TASKS', 'GLUE_FILE_TYPES', 'POOLINGS', 'INITS', 'GlueTask', 'GlueSplit', 'load_glue', 'GlueConfig',
            'glue_splits', 'subsample', 'examples_fingerprint', 'encode_pair', 'encode_examples', 'features',
-           'Classifier', 'accuracy', 'build_classifier', 'finetune']
+           'Classifier', 'correctness', 'accuracy', 'correct_string', 'read_correct', 'build_classifier', 'finetune']
 
 # %% ../nbs/06_glue.ipynb #4677c113
 @dataclass(frozen=True)
@@ -268,15 +268,35 @@ class Classifier(nn.Module):
 
 # %% ../nbs/06_glue.ipynb #0f88fe61
 @torch.no_grad()
-def accuracy(model: Classifier, ids, lens, ys, device, batch_size: int = 128) -> float:
+def correctness(model: Classifier, ids, lens, ys, device, batch_size: int = 128) -> torch.Tensor:
+    "Whether the model predicts each example's label: a bool tensor (N,), in the order of `ids`."
+    was_training = model.training
     model.eval()
-    correct = 0
+    out = []
     for i in range(0, len(ids), batch_size):
         L = int(lens[i:i + batch_size].max())
         pred = model(ids[i:i + batch_size, :L].to(device), lens[i:i + batch_size].to(device)).argmax(-1)
-        correct += int((pred.cpu() == ys[i:i + batch_size]).sum())
-    model.train()
-    return correct / len(ids)
+        out.append(pred.cpu() == ys[i:i + batch_size])
+    model.train(was_training)
+    return torch.cat(out)
+
+def accuracy(model: Classifier, ids, lens, ys, device, batch_size: int = 128) -> float:
+    "The fraction of examples the model gets right."
+    return int(correctness(model, ids, lens, ys, device, batch_size).sum()) / len(ids)
+
+def correct_string(correct) -> str:
+    "Per-example correctness (bools or 0/1) as a string of '0'/'1', one character per example: `eval_correct`."
+    return "".join("1" if c else "0" for c in (correct.tolist() if hasattr(correct, "tolist") else correct))
+
+def read_correct(result: dict):
+    "A GLUE result's per-example correctness as a bool array in the evaluation order; None where it has no `eval_correct`."
+    import numpy as np
+    s = result.get("eval_correct") if isinstance(result, dict) else None
+    if not isinstance(s, str):
+        return None
+    if set(s) - {"0", "1"}:
+        raise ValueError(f"eval_correct must be a string of '0'/'1'; got {s[:20]!r}...")
+    return np.frombuffer(s.encode("ascii"), dtype=np.uint8) == ord("1")
 
 def build_classifier(cfg: GlueConfig, n_labels: int):
     "(classifier, tokenizer, language-model config, checkpoint step or None)."
@@ -335,7 +355,8 @@ def _finetune(cfg: GlueConfig, run: OpenRun, quiet: bool) -> dict:
             opt.zero_grad(set_to_none=True)
             step += 1
             bar.update(1)
-        acc = accuracy(model, Xev, Lev, Yev, device)
+        correct = correctness(model, Xev, Lev, Yev, device)
+        acc = int(correct.sum()) / len(correct)
         rec = dict(epoch=epoch + 1, step=step, train_loss=loss.item(), eval_acc=acc,
                    elapsed=round(time.perf_counter() - t0, 3))
         hist.append(rec)
@@ -348,7 +369,8 @@ def _finetune(cfg: GlueConfig, run: OpenRun, quiet: bool) -> dict:
                eval_fingerprint=examples_fingerprint(ev), label_names=list(labels), max_len=max_len,
                lm_run=cfg.run, lm_config=asdict(lm), lm_config_hash=config_hash(lm), lm_step=lm_step,
                variant=lm.variant, tokenizer=tok.name, params=n_params(model), coupling_params=coupling_params(model),
-               eval_acc=hist[-1]["eval_acc"], majority_acc=float(counts.max()) / len(ev), history=hist,
+               eval_acc=hist[-1]["eval_acc"], eval_correct=correct_string(correct),
+               majority_acc=float(counts.max()) / len(ev), history=hist,
                wall_clock_s=round(time.perf_counter() - t0, 3)))
     if not quiet:
         print(f"{cfg.task} ({cfg.init}, {lm.variant}): eval accuracy {res['eval_acc']:.3f} "
