@@ -172,6 +172,16 @@ def test_the_rule_written_twice_agrees():
     assert seen == {"reproduced", "not reproduced at this scale", "opposite sign", "equivalent", "inconclusive"}
 
 
+def _rates_by_hand(k_b, n_b, k_a, n_a, alpha=0.05):
+    "The success-rate rule from scipy alone: b higher than a by Boschloo's exact test, each side at alpha/2."
+    from scipy import stats
+    if (k_a == k_b == 0) or (k_a == n_a and k_b == n_b):
+        return "not tested in a discriminating regime"
+    t = [[k_b, k_a], [n_b - k_b, n_a - k_a]]
+    hi, lo = (stats.boschloo_exact(t, alternative=a).pvalue for a in ("greater", "less"))
+    return "opposite sign" if lo < alpha / 2 else "reproduced" if hi < alpha / 2 else "inconclusive"
+
+
 def claims_follow_their_rule(table):
     """Every tested row of a claims table carries the verdict the rule gives its own mean, sd and n; the gate
     closes after the first tested row that was not decided; no exploratory row carries a verdict that claims more."""
@@ -183,6 +193,9 @@ def claims_follow_their_rule(table):
     for r in c.itertuples():
         if r.place == "exploratory":
             assert r.verdict in ("exploratory", "not tested in a discriminating regime"), r.claim
+            continue
+        if r.place == "separate":                  # a success-rate test outside the sequence: Boschloo each way, by hand
+            assert r.verdict == _rates_by_hand(int(r.k_b), int(r.n_b), int(r.k_a), int(r.n_a)), (r.claim, r.verdict)
             continue
         assert ("gate closed" in r.place) == (not is_open), (r.claim, r.place)
         if not is_open:
