@@ -338,6 +338,9 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     p.add_argument("--list", action="store_true", help="with --dry-run: also one line per run, its id, what sets it "
                    "apart and its exact config (JSON)")
     p.add_argument("--redraw", action="store_true", help="train nothing: redraw from the committed run summaries")
+    p.add_argument("--reuse-committed", action="store_true",
+                   help="train only the runs without a committed summary in figures/<scale>/runs/ (finish a regeneration "
+                        "begun in another session or on another machine); default: every run not finished in runs_dir trains")
     p.add_argument("--rehearse", nargs="?", const="exact", default=None, choices=("exact", "small"),
                    help="train nothing for real: build every distinct configuration of the scale and train it 2 steps on "
                         "hub-layout fixture data, one line each (exact: the exact model shapes; small: shrunk, seconds)")
@@ -379,7 +382,10 @@ def reproduce_main(argv: list[str] | None = None) -> int:
         return 0
     t = time.time()
     logging.getLogger("papermill").setLevel(logging.ERROR)    # its per-cell chatter is not for the user
-    rep = reproduce(artifacts, scale, a.jobs, a.budget, a.redraw, executor=a.executor, compile=a.compile)
+    if a.redraw and a.reuse_committed:
+        raise UsageError("--redraw trains nothing and --reuse-committed trains what has no summary: give one of them")
+    rep = reproduce(artifacts, scale, a.jobs, a.budget, a.redraw, executor=a.executor, compile=a.compile,
+                    reuse_committed=a.reuse_committed)
     over = f"; overhead {rep.overhead_median:.1f} s/run (median)" if rep.overheads else ""
     print(f"{scale}: executed {len(rep.executed)} runs, reused {len(rep.cached)}; training {rep.train_seconds / 60:.1f} min, "
           f"artifacts {rep.artifact_seconds / 60:.1f} min, total {(time.time() - t) / 60:.1f} min{over}")

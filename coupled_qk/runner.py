@@ -369,9 +369,12 @@ def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, ex
 
 def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float = 1.0, redraw: bool = False,
               runs_dir: Path | None = None, figures_dir: Path | None = None, log=print,
-              executor: str | None = None, compile: bool = False) -> ReproReport:
+              executor: str | None = None, compile: bool = False, reuse_committed: bool = False) -> ReproReport:
     """Run what `artifacts` need at `scale` (reusing finished runs) through `executor` (default: the `executor`
-    setting), then execute the artifact notebooks. `compile`: train the LM runs under torch.compile."""
+    setting), then execute the artifact notebooks. `compile`: train the LM runs under torch.compile.
+    `reuse_committed`: a run whose summary is committed counts as done, so only the others train (a regeneration
+    finished across sessions or machines); by default a run is done only when its folder in `runs_dir` holds its
+    result, so that `make reproduce` on a fresh clone trains every run again."""
     st = load_settings()
     executor = executor or st.executor
     if not redraw:
@@ -394,7 +397,7 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
         if is_done(r, runs_dir):
             rep.cached.append(r.run_id)
             write_summary(r, runs_dir, summaries)
-        elif redraw and (summaries / f"{r.run_id}.json").is_file():
+        elif (redraw or reuse_committed) and (summaries / f"{r.run_id}.json").is_file():
             rep.cached.append(r.run_id)
         else:
             todo.append(r)

@@ -64,6 +64,13 @@ def test_smoke_pipeline_without_shared_data_then_redrawn(tmp_path, monkeypatch):
     assert rep2.executed == [] and len(rep2.cached) == n
     assert {p: p.read_bytes() for p in (figs / "smoke").rglob("*.csv")} == tables
     claims_follow_their_rule(figs / "smoke" / "claims" / "claims.csv")
+    # finishing a regeneration elsewhere: with the runs folder gone and one summary removed, --reuse-committed trains
+    # exactly that run and reuses every committed one
+    main = plan(["main_table"], "smoke")
+    (figs / "smoke" / "runs" / f"{main[0].run_id}.json").unlink()
+    rep3 = reproduce(["main_table"], scale="smoke", reuse_committed=True, runs_dir=tmp_path / "other-runs", figures_dir=figs,
+                     log=lambda *a: None)
+    assert rep3.executed == [main[0].run_id] and len(rep3.cached) == len(main) - 1
 
 
 @pytest.mark.skipif(not (SHARED / "data" / "glue").exists(), reason="needs the shared GLUE samples (../shared/data)")
