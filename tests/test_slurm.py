@@ -131,7 +131,9 @@ def test_slurm_equals_local_and_a_second_reproduce_follows(cluster, tmp_path):
     first.terminate()                                     # the reproduce stops; its Slurm jobs do not
     first.wait()
     ids = json.loads(jobs.read_text())
-    assert len(ids) == 6 and len({i.split("_")[0] for i in ids.values()}) == 1, ids     # one job array
+    from coupled_qk.registry import artifact_runs
+    n = len(artifact_runs("steps", "smoke"))                  # every step count, and Euler beside Hamiltonian at n = 4
+    assert len(ids) == n and len({i.split("_")[0] for i in ids.values()}) == 1, ids     # one job array
     victim = sorted(ids, key=lambda k: ids[k])[-1]
     _sh("scancel", ids[victim])
     second = subprocess.run([*cmd, "--executor", "slurm"], env=env["slurm"], cwd=ROOT, capture_output=True, text=True,
@@ -144,7 +146,7 @@ def test_slurm_equals_local_and_a_second_reproduce_follows(cluster, tmp_path):
     out, err = local.communicate(timeout=600)
     assert local.returncode == 0, err[-2000:]
     got = {ex: _ppl(tmp_path / ex / "figures") for ex in ("local", "slurm")}
-    assert len(got["local"]) == 6 and got["local"] == got["slurm"]
+    assert len(got["local"]) == n and got["local"] == got["slurm"]
 
 
 def _metrics(d: Path) -> list:
