@@ -150,30 +150,33 @@ def portable(x, runs_dir: Path | None = None):
     runs folder as `<runs_dir>/...`, under a folder setting as `<setting>/...`, in the project as a relative path.
     A path from another machine is read by its shape (`.../runs/<kind>/<id>`, `.../data/...`); anything else keeps
     only its last part, `<elsewhere>/name`. A committed summary then says nothing about the machine that made it."""
-    if isinstance(x, dict):
-        return {k: portable(v, runs_dir) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [portable(v, runs_dir) for v in x]
-    if not (isinstance(x, str) and x.startswith("/")):
-        return x
+    from coupled_qk.settings import _PATH_KEYS
     st = load_settings()
-    bases = [("runs_dir", Path(runs_dir or st.runs_dir))] + sorted(
-        ((k, Path(getattr(st, k))) for k in ("data_dir", "figures_dir", "gpt2_dir", "shared_data_dir", "local_glue",
-                                              "local_wikitext103", "local_pubmed", "local_openwebtext") if getattr(st, k)),
-        key=lambda kv: -len(str(kv[1])))
-    p = Path(x)
-    for name, base in bases:
-        if p == base or base in p.parents:
-            return f"<{name}>/{p.relative_to(base).as_posix()}".rstrip("/")
-    if st.root in p.parents:
-        return p.relative_to(st.root).as_posix()
-    parts = p.parts
-    for i in range(len(parts) - 2, 0, -1):               # the innermost folder that says what it is
-        if parts[i] == "runs":
-            return "<runs_dir>/" + "/".join(parts[i + 1:])
-        if parts[i] == "data":
-            return ("<shared_data_dir>/" if parts[i - 1] == "shared" else "<data_dir>/") + "/".join(parts[i + 1:])
-    return f"<elsewhere>/{p.name}"
+    folders = {k: getattr(st, k) for k in _PATH_KEYS if getattr(st, k)} | {"runs_dir": Path(runs_dir or st.runs_dir)}
+    bases = sorted(folders.items(), key=lambda kv: (kv[0] != "runs_dir", -len(str(kv[1]))))   # runs first, then deepest
+
+    def one(path: str) -> str:
+        p = Path(path)
+        for name, base in bases:
+            if p == base or base in p.parents:
+                return f"<{name}>/{p.relative_to(base).as_posix()}".rstrip("/")
+        if st.root in p.parents:
+            return p.relative_to(st.root).as_posix()
+        parts = p.parts
+        for i in range(len(parts) - 2, 0, -1):               # the innermost folder that says what it is
+            if parts[i] == "runs":
+                return "<runs_dir>/" + "/".join(parts[i + 1:])
+            if parts[i] == "data":
+                return ("<shared_data_dir>/" if parts[i - 1] == "shared" else "<data_dir>/") + "/".join(parts[i + 1:])
+        return f"<elsewhere>/{p.name}"
+
+    def walk(v):
+        if isinstance(v, dict):
+            return {k: walk(w) for k, w in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(w) for w in v]
+        return one(v) if isinstance(v, str) and v.startswith("/") else v
+    return walk(x)
 
 def write_summary(run: Run, runs_dir: Path, summaries: Path) -> Path:
     """Condense a finished run into summaries/<run_id>.json: result (its paths made `portable`), config and evaluation
