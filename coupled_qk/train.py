@@ -28,7 +28,7 @@ from .distributed import Dist, init_dist, all_sum, rank_batch
 
 # %% auto #0
 __all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'TEST_SCORING', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'TrainConfig',
-           'data_identity', 'lr_at', 'autocast', 'evaluate', 'doc_ids', 'rank_doc_sums', 'score_documents',
+           'data_identity', 'lr_at', 'autocast', 'rank_rows', 'evaluate', 'doc_ids', 'rank_doc_sums', 'score_documents',
            'TrainingDiverged', 'check_split_sizes', 'train', 'setup', 'restore', 'train_step', 'test_pass', 'result']
 
 # %% ../nbs/05_train.ipynb #f5b8d07a
@@ -162,6 +162,10 @@ def autocast(device: torch.device, dtype: str):
     return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
 
 @torch.no_grad()
+def rank_rows(n: int, d: Dist) -> slice:
+    "This rank's rows of a batch of `n` windows: consecutive shares of ceil(n / world size), the last one shorter."
+    return slice(*(min(n, math.ceil(n / d.world_size) * r) for r in (d.rank, d.rank + 1)))
+
 def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dtype: str = "auto",
              max_batches: int | None = None, d: Dist = Dist()) -> float:
     """Mean cross-entropy per token of a deterministic pass over `tokens`. A compiled `model` runs the full batches;
@@ -171,7 +175,7 @@ def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dt
     model.eval()
     tot, n = 0.0, 0
     for x, y in eval_batches(tokens, batch_size * d.world_size, seq_len, max_batches):
-        rows = slice(*(min(len(x), math.ceil(len(x) / d.world_size) * r) for r in (d.rank, d.rank + 1)))
+        rows = rank_rows(len(x), d)
         if rows.stop <= rows.start:
             continue
         x, y = x[rows].to(device), y[rows].contiguous().to(device)     # y is a strided view of the windows
@@ -200,7 +204,7 @@ def rank_doc_sums(model: nn.Module, tokens, eot_id: int, batch_size: int, seq_le
     loss, count = np.zeros(int(docs[-1]) + 1), np.zeros(int(docs[-1]) + 1, dtype=np.int64)
     first = 0                                      # the split's window index of the batch's first row
     for x, y in eval_batches(tokens, batch_size * d.world_size, seq_len):
-        rows = slice(*(min(len(x), math.ceil(len(x) / d.world_size) * r) for r in (d.rank, d.rank + 1)))
+        rows = rank_rows(len(x), d)
         w0, first = first + rows.start, first + len(x)
         if rows.stop <= rows.start:
             continue
