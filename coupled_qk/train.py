@@ -161,11 +161,11 @@ def autocast(device: torch.device, dtype: str):
     bf16 = dtype == "bfloat16" or (dtype == "auto" and device.type == "cuda")
     return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
 
-@torch.no_grad()
 def rank_rows(n: int, d: Dist) -> slice:
     "This rank's rows of a batch of `n` windows: consecutive shares of ceil(n / world size), the last one shorter."
     return slice(*(min(n, math.ceil(n / d.world_size) * r) for r in (d.rank, d.rank + 1)))
 
+@torch.no_grad()
 def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dtype: str = "auto",
              max_batches: int | None = None, d: Dist = Dist()) -> float:
     """Mean cross-entropy per token of a deterministic pass over `tokens`. A compiled `model` runs the full batches;
