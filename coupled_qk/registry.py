@@ -13,8 +13,8 @@ from .settings import load_settings
 # %% auto #0
 __all__ = ['KINDS', 'PAPER_CORPORA', 'CPU_CHOSEN', 'CPU_SELECTED', 'EMBEDDED', 'SCALE_SPECS', 'PRIMARY', 'SECONDARY', 'MAIN',
            'ABLATION', 'SCALING', 'MQAR_VARIANTS', 'ARTIFACTS', 'DEFAULT_ARTIFACTS', 'PAPER', 'HIERARCHY', 'Run',
-           'ScaleSpec', 'tuned_from', 'scale_spec', 'lm_run', 'mqar_run', 'glue_run', 'matched_hidden', 'Artifact',
-           'artifact_runs', 'plan', 'run_dir', 'is_done', 'Hypothesis']
+           'ScaleSpec', 'tuned_from', 'scale_spec', 'lm_run', 'mqar_run', 'glue_run', 'matched_hidden', 'steps_fields',
+           'Artifact', 'artifact_runs', 'plan', 'run_dir', 'is_done', 'Hypothesis']
 
 # %% ../nbs/09a_registry.ipynb #5e29fe82
 KINDS = ("lm", "mqar", "glue")
@@ -75,6 +75,7 @@ class ScaleSpec:
     variant_seeds: dict = field(default_factory=dict)  # main table: variant (or "standard_matched") -> its seeds
     steps_seeds: dict = field(default_factory=dict)    # n steps -> its seeds
     steps_euler: tuple = ()                            # the step counts at which Euler trains too (n >= 4: where it can differ)
+    steps_horizon: bool = False                        # n steps of Δt init / n (the tuned step's horizon); False: n x as far
     mqar_decided: str | None = None                    # the MQAR task decided on success rate, at `mqar_seeds`
     mqar_seeds: tuple = ()
     mqar_tuned: dict = field(default_factory=dict)     # variant -> its MQAR lr (the lr_sweep's mqar stage chose it)
@@ -116,7 +117,7 @@ SCALE_SPECS = {
         sweep=dict(lrs=(3e-3, 6e-3), dt_inits=(0.1, 0.2), seeds=(100,), chosen={}, pairs=True,
                    mqar=dict(task="easy", lrs=(3e-3, 1e-2), seeds=(100, 101))),
         # every path of the decided design: Euler at n = 4, MQAR's decided task on its own seeds, two fine-tunes
-        steps_euler=(4,), mqar_decided="easy", mqar_seeds=(0, 1, 2, 3), glue_seeds=(0, 1),
+        steps_euler=(4,), steps_horizon=True, mqar_decided="easy", mqar_seeds=(0, 1, 2, 3), glue_seeds=(0, 1),
         note="every code path, seconds per run; numbers mean nothing"),
     "cpu": ScaleSpec(
         # a small, fast model (d 64, 2 layers, 2 heads of 32, bpe-1024) trained 4x the first release's 655k tokens
@@ -236,10 +237,21 @@ def _param_matched(s, b):
             for seed in _seeds(s, "standard_matched")]
 def _main(s, b): return [lm_run(s, v, seed, budget=b) for v in MAIN for seed in _seeds(s, v)] + _param_matched(s, b)
 def _ablation(s, b): return [lm_run(s, v, seed, budget=b) for v in ABLATION for seed in _seeds(s, v)]
+def steps_fields(s: ScaleSpec, variant: str, n: int, settings: dict | None = None) -> dict:
+    """The TrainConfig fields of `variant` at n integration steps (none at n = 1): `n_steps`, and where the scale says
+    `steps_horizon`, Δt init / n, so that n steps integrate the horizon of the tuned single step (`settings`, default
+    the variant's tuned values) more finely instead of n times as far."""
+    if n == 1:
+        return {}
+    if not s.steps_horizon:
+        return {"n_steps": n}
+    from coupled_qk.attention import AttentionConfig
+    dt = (s.tuned.get(variant, {}) if settings is None else settings).get("dt_init", AttentionConfig().dt_init)
+    return {"n_steps": n, "dt_init": dt / n}
 def _steps(s, b):
     """Hamiltonian at every step count (n = 1 is the main table's run), each n at its seeds (`steps_seeds`, default
     every seed) and paired with n = 1 by seed; Euler too at the counts `steps_euler` names, on the same seeds."""
-    return [lm_run(s, v, seed, budget=b, tags=dict(n_steps=n), **({"n_steps": n} if n != 1 else {}))
+    return [lm_run(s, v, seed, budget=b, tags=dict(n_steps=n), **steps_fields(s, v, n))
             for v, ns in (("hamiltonian", s.steps), ("euler", s.steps_euler)) for n in ns
             for seed in s.steps_seeds.get(n, s.seeds)]
 def _sample_efficiency(s, b):
@@ -298,7 +310,8 @@ def _lr_sweep(s, b):
     pairs = [] if not sw.get("pairs") else (
         [lm_run(s, "standard", seed, budget=b, tags=dict(stage="pairs", control="param_matched"),
                 mlp_hidden=matched_hidden(s), **chosen("standard")) for seed in sw["seeds"]] +
-        [lm_run(s, v, seed, budget=b, tags=dict(stage="pairs", n_steps=4), n_steps=4, **chosen(v))
+        [lm_run(s, v, seed, budget=b, tags=dict(stage="pairs", n_steps=4),
+                **{**chosen(v), **steps_fields(s, v, 4, sw["chosen"].get(v, {}))})
          for v in ("hamiltonian", "euler") for seed in sw["seeds"]])
     mq = sw.get("mqar", {})
     mqar_stage = [mqar_run(s, mq["task"], v, seed, budget=b, lr=lr, tags=dict(stage="mqar_lr"))
