@@ -76,3 +76,13 @@ def test_gpu_check_without_cuda_is_one_line():
     r = subprocess.run(["bash", ROOT / "scripts" / "gpu_check.sh"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert len((r.stdout + r.stderr).strip().splitlines()) == 1, r.stdout + r.stderr
+
+
+def test_smoke_figures_stay_out_of_the_tree():
+    "A smoke run's output is ignored by git; the default scale's figures and summaries are not."
+    if not (ROOT / ".git").exists():
+        import pytest
+        pytest.skip("not a git checkout")
+    ignored = lambda p: subprocess.run(["git", "check-ignore", "-q", p], cwd=ROOT).returncode == 0
+    assert ignored("figures/smoke/main_table/main_table.png") and ignored("figures/smoke/runs/lm-0.json")
+    assert not ignored("figures/cpu/main_table/main_table.png") and not ignored("figures/cpu/runs/lm-0.json")
