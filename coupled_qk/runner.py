@@ -280,7 +280,8 @@ def describe(run: Run) -> str:
     what = c.get("corpus") if run.kind == "lm" else c.get("task")
     apart = [f"{k} {v}" for k, v in run.tags.items() if k not in ("corpus_role", "stage", "task")]
     if run.tags.get("stage"):                    # an lr_sweep run: its values are the point
-        apart += [f"lr {c.get('lr')}"] + ([f"dt_init {c['dt_init']}"] if c.get("dt_init") is not None else [])
+        lr = c.get("lr") if run.kind != "mqar" else ",".join(f"{x:g}" for x in c.get("lrs") or ())    # MQAR: its lrs
+        apart += [f"lr {lr}"] + ([f"dt_init {c['dt_init']}"] if c.get("dt_init") is not None else [])
     return " ".join([run.kind, c.get("variant", "standard"), "seed", str(c.get("seed", 0)), str(what), *apart])
 
 def error_line(e: BaseException) -> str:
