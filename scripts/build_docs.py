@@ -254,22 +254,29 @@ def _artifact(nb_path: Path) -> str:
 
 
 def md_table(text: str) -> tuple[str, list[list[str]], list[str]] | None:
-    """A table as ArtifactWriter.table writes it (a caption line, a blank line, a pipe table): (caption, rows with
-    the header first, each column's alignment), or None where the text holds no such table."""
-    lines = text.splitlines()
-    start = next((i for i, x in enumerate(lines) if x.lstrip().startswith("|")), None)
+    """A table as ArtifactWriter.table writes it (a caption line, a blank line, a pipe table), parsed by markdown-it
+    (CommonMark with GitHub's tables): (caption, rows with the header first, each column's alignment), or None where
+    the text holds no table."""
+    from markdown_it import MarkdownIt
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    start = next((i for i, t in enumerate(tokens) if t.type == "table_open"), None)
     if start is None:
         return None
-    rows = []
-    for x in lines[start:]:
-        x = x.strip()
-        if not x.startswith("|"):
+    caption = " ".join(t.content for t in tokens[:start] if t.type == "inline")
+    rows, aligns, row = [], [], None
+    for t in tokens[start:]:
+        if t.type == "table_close":
             break
-        rows.append([c.strip() for c in (x[1:-1] if x.endswith("|") and len(x) > 1 else x[1:]).split("|")])
-    if len(rows) < 2 or not all(re.fullmatch(r":?-+:?", c) for c in rows[1]):
-        return None
-    aligns = ["center" if c[0] == c[-1] == ":" else "right" if c[-1] == ":" else "left" for c in rows[1]]
-    return " ".join(x.strip() for x in lines[:start] if x.strip()), [rows[0], *rows[2:]], aligns
+        if t.type == "tr_open":
+            row = []
+        elif t.type == "tr_close":
+            rows.append(row)
+        elif t.type == "th_open":
+            style = str(t.attrs.get("style", ""))
+            aligns.append(style.split(":")[-1] if "text-align" in style else "left")
+        elif t.type == "inline" and row is not None:
+            row.append(t.content)
+    return caption, rows, aligns
 
 
 def table_html(rows: list[list[str]], aligns: list[str] | None = None) -> str:
