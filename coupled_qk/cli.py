@@ -323,8 +323,9 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     from coupled_qk.executors import EXECUTORS
     p = Parser(prog="coupled-qk reproduce", description=reproduce_main.__doc__)
     on_request = [x for x in ARTIFACTS if x not in DEFAULT_ARTIFACTS]
-    p.add_argument("artifacts", nargs="*", help=f"artifacts to make: {', '.join(ARTIFACTS)} (default: "
-                   f"{', '.join(DEFAULT_ARTIFACTS)}; on request: {', '.join(on_request)})")
+    p.add_argument("artifacts", nargs="*", help=f"artifacts to make: {', '.join(ARTIFACTS)}, or all (default: "
+                   f"{', '.join(DEFAULT_ARTIFACTS)}, the pre-registered hierarchy's runs and what is drawn from them; "
+                   f"on request: {', '.join(on_request)})")
     p.add_argument("--scale", default=None, help=f"{', '.join(SCALE_SPECS)} (default: the default_scale setting)")
     p.add_argument("--jobs", type=int, default=1, help="runs executed in parallel (CPU cores or GPUs; default 1)")
     p.add_argument("--budget", type=float, default=1.0, help="multiply every training budget (train longer: 2, 4, …; default 1)")
@@ -347,9 +348,11 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     st = load_settings()
     scale = a.scale or st.default_scale
-    bad = [x for x in a.artifacts if x not in ARTIFACTS]
+    bad = [x for x in a.artifacts if x not in ARTIFACTS and x != "all"]
     if bad:
-        raise UsageError(f"unknown artifact {bad[0]!r}; valid: {', '.join(ARTIFACTS)}")
+        raise UsageError(f"unknown artifact {bad[0]!r}; valid: {', '.join(ARTIFACTS)}, or all")
+    if "all" in a.artifacts:
+        a.artifacts = list(ARTIFACTS)
     if scale not in SCALE_SPECS:
         raise UsageError(f"unknown scale {scale!r}; valid: {', '.join(SCALE_SPECS)}")
     if a.jobs < 1:
@@ -364,7 +367,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     if a.rehearse:
         from coupled_qk.rehearsal import rehearse
         t = time.time()
-        lines = rehearse(scale, artifacts, exact=a.rehearse == "exact", log=print)
+        lines = rehearse(scale, a.artifacts or None, exact=a.rehearse == "exact", log=print)   # default: every artifact
         print(f"rehearsal of scale {scale}: {len(lines)} distinct configurations, each 2 steps, in {time.time() - t:.0f} s")
         return 0
     from coupled_qk.runner import drift_lines, print_plan, reproduce, unavailable
@@ -372,7 +375,7 @@ def reproduce_main(argv: list[str] | None = None) -> int:
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     if a.dry_run:
         made = [x for x in artifacts if x not in unavailable(artifacts, scale)]
-        print_plan(made, scale, a.budget, st.runs_dir, dev, a.jobs)
+        print_plan(made, scale, a.budget, st.runs_dir, dev, a.jobs, reuse_committed=a.reuse_committed)
         if a.list:
             import json
             from coupled_qk.registry import plan

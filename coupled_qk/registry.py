@@ -11,13 +11,14 @@ from pathlib import Path
 from .settings import load_settings
 
 # %% auto #0
-__all__ = ['KINDS', 'PAPER_CORPORA', 'CPU_CHOSEN', 'CPU_SELECTED', 'EMBEDDED', 'SCALE_SPECS', 'PRIMARY', 'SECONDARY', 'MAIN',
-           'ABLATION', 'SCALING', 'MQAR_VARIANTS', 'ARTIFACTS', 'DEFAULT_ARTIFACTS', 'PAPER', 'HIERARCHY', 'Run',
-           'ScaleSpec', 'tuned_from', 'scale_spec', 'lm_run', 'mqar_run', 'glue_run', 'matched_hidden', 'steps_fields',
-           'Artifact', 'artifact_runs', 'plan', 'run_dir', 'is_done', 'Hypothesis']
+__all__ = ['KINDS', 'PAPER_CORPORA', 'CPU_CHOSEN', 'CPU_SELECTED', 'EMBEDDED', 'SCALE_SPECS', 'ADAPT_DEFAULT_LR', 'PRIMARY',
+           'SECONDARY', 'MAIN', 'ABLATION', 'SCALING', 'MQAR_VARIANTS', 'ADAPT_ROLES', 'ARTIFACTS', 'DEFAULT_ARTIFACTS',
+           'PAPER', 'HIERARCHY', 'Run', 'ScaleSpec', 'tuned_from', 'scale_spec', 'lm_run', 'mqar_run', 'glue_run',
+           'adapt_run', 'matched_hidden', 'steps_fields', 'Artifact', 'artifact_runs', 'plan', 'run_dir', 'is_done',
+           'Hypothesis']
 
 # %% ../nbs/09a_registry.ipynb #5e29fe82
-KINDS = ("lm", "mqar", "glue")
+KINDS = ("lm", "mqar", "glue", "adapt")
 
 @dataclass(frozen=True)
 class Run:
@@ -30,10 +31,11 @@ class Run:
     needs: tuple[str, ...] = ()        # run ids that must finish first (a GLUE run needs its LM run)
 
     def typed(self):
-        "The config dataclass of an LM or MQAR run (validated)."
+        "The config dataclass of an LM, MQAR or adaptation run (validated)."
         from coupled_qk.train import TrainConfig
         from coupled_qk.mqar_train import MQARTrainConfig
-        return {"lm": TrainConfig, "mqar": MQARTrainConfig}[self.kind](**self.config)
+        from coupled_qk.adapt import AdaptConfig
+        return {"lm": TrainConfig, "mqar": MQARTrainConfig, "adapt": AdaptConfig}[self.kind](**self.config)
 
     @functools.cached_property
     def run_id(self) -> str:
@@ -81,6 +83,12 @@ class ScaleSpec:
     mqar_tuned: dict = field(default_factory=dict)     # variant -> its MQAR lr (the lr_sweep's mqar stage chose it)
     mqar_success: float = 0.9                          # the decided task's endpoint: final test accuracy >= this
     glue_seeds: tuple = (0,)                           # fine-tuning seeds per model
+    # The finetune artifact: a pretrained model (SmolLM2-135M) adapted to the coherent and the heterogeneous corpus by
+    # the coupling, by LoRA and by both. Empty `adapt`: the scale has no such artifact.
+    adapt: dict = field(default_factory=dict)          # AdaptConfig fields of every adaptation run
+    adapt_sweep: dict = field(default_factory=dict)    # its lr selection: corpus (a paper corpus's role), seeds, lrs per method
+    adapt_tuned: dict = field(default_factory=dict)    # method -> the lr the selection chose (coupling, lora)
+    adapt_seeds: tuple = ()                            # the evaluation seeds of every trained method
     note: str = ""
 
 PAPER_CORPORA = ("wikitext103", "pubmed", "openwebtext")
@@ -124,6 +132,11 @@ SCALE_SPECS = {
                    mqar=dict(task="easy", lrs=(3e-3, 1e-2), seeds=(100, 101))),
         # every path of the decided design: Euler at n = 4, MQAR's decided task on its own seeds, two fine-tunes
         steps_euler=(4,), steps_horizon=True, mqar_decided="easy", mqar_seeds=(0, 1, 2, 3), glue_seeds=(0, 1),
+        # the real pretrained model, one adapted layer, a few windows of 32 tokens
+        adapt=dict(top_layers=1, steps=2, batch_size=2, seq_len=32, warmup_steps=1, val_batches=2,
+                   test_scoring="prefix", test_batches=2, cost_rounds=1),
+        adapt_sweep=dict(corpus="wikitext103", seeds=(100,), lrs=dict(coupling=(1e-2, 2e-2), lora=(1e-3, 2e-3))),
+        adapt_tuned=dict(coupling=1e-2, lora=1e-3), adapt_seeds=(0, 1),
         note="every code path, seconds per run; numbers mean nothing"),
     "cpu": ScaleSpec(
         # a small, fast model (d 64, 2 layers, 2 heads of 32, bpe-1024) trained 4x the first release's 655k tokens
@@ -169,6 +182,13 @@ SCALE_SPECS = {
         steps_euler=(4,), steps_horizon=True, steps_seeds={4: tuple(range(9))},
         mqar_decided="hard", mqar_seeds=tuple(range(200, 220)), mqar_tuned=dict(standard=3e-3, hamiltonian=3e-3),
         mqar_success=0.5, glue_seeds=(0, 1, 2),
+        # SmolLM2-135M adapted in its last two layers (the 28 below cached), 64 steps of 8 × 128 tokens (65,536 tokens,
+        # each window once), validation on its first 32,768 tokens, the whole test split scored. Each method's lr is
+        # chosen on pydocs (the coherent corpus) on selection seeds 100-102, ×2 apart; coupling + LoRA takes both choices
+        adapt=dict(top_layers=2, steps=64, batch_size=8, seq_len=128, warmup_steps=6, val_batches=32),
+        adapt_sweep=dict(corpus="wikitext103", seeds=(100, 101, 102),
+                         lrs=dict(coupling=(5e-3, 1e-2, 2e-2, 4e-2), lora=(5e-4, 1e-3, 2e-3, 4e-3))),
+        adapt_seeds=(0, 1, 2),
         note="real small-scale results on a 2-core laptop"),
     "paper": ScaleSpec(
         name="paper", preset="paper-60m", tokenizer="gpt2",
@@ -225,6 +245,23 @@ def glue_run(s: ScaleSpec, task: str, init: Run | None, variant: str, seed: int 
         cfg.update(preset=s.preset, corpus=s.corpora["wikitext103"], tokenizer=s.tokenizer)
     return Run("glue", cfg, tags=dict(task=task, init="pretrained" if init else "scratch"),
                needs=(init.run_id,) if init else ())
+
+ADAPT_DEFAULT_LR = dict(coupling=1e-2, lora=1e-3)    # before the selection has chosen (`adapt_tuned`)
+
+def adapt_run(s: ScaleSpec, corpus: str, method: str, seed: int = 0, budget: float = 1.0, tags: dict | None = None,
+              **overrides) -> Run:
+    """An adaptation run at scale `s` on `corpus` (a paper corpus's role, mapped to this scale's stand-in), its steps
+    × `budget`. A trained method takes its tuned lr (`s.adapt_tuned`; coupling + LoRA: LoRA's, and the coupling's as
+    `coupling_lr`) unless `overrides` give one; zero_shot and step_cost train nothing and name no lr."""
+    cfg = dict(corpus=s.corpora.get(corpus, corpus), method=method, seed=seed, **s.adapt)
+    cfg["steps"] = 0 if method == "zero_shot" else max(1, round(cfg.get("steps", 64) * budget))
+    lr = lambda m: s.adapt_tuned.get(m, ADAPT_DEFAULT_LR[m])
+    if method in ("coupling", "lora"):
+        cfg["lr"] = lr(method)
+    elif method == "coupling_lora":
+        cfg.update(lr=lr("lora"), coupling_lr=lr("coupling"))
+    cfg.update(overrides)
+    return Run("adapt", cfg, tags=dict(corpus_role=corpus, **(tags or {})))
 
 # %% ../nbs/09a_registry.ipynb #24d40e14
 # The main table: the primary comparisons (hamiltonian against standard and against the uncoupled mlp_only
@@ -335,6 +372,20 @@ def _lr_sweep(s, b):
                   for lr in mq.get("lrs", ()) for v in MQAR_VARIANTS for seed in mq.get("seeds", ())]
     return lr_stage + dt_stage + pairs + mqar_stage
 def _analysis(s, b): return [lm_run(s, v, s.seeds[0], budget=b) for v in ABLATION]
+ADAPT_ROLES = ("wikitext103", "openwebtext")          # the coherent and the heterogeneous corpus: the paper's contrast
+def _finetune(s, b):
+    """A pretrained model adapted to each corpus: zero-shot; the lr selection of the coupling and of LoRA on the
+    selection seeds (validation only); every trained method at its chosen lr on the evaluation seeds, the whole test
+    split scored; one step-cost benchmark. None where the scale has no `adapt`."""
+    if not s.adapt:
+        return []
+    sw = s.adapt_sweep
+    zero = [adapt_run(s, c, "zero_shot", 0, b, tags=dict(stage="eval")) for c in ADAPT_ROLES]
+    select = [adapt_run(s, sw["corpus"], m, seed, b, tags=dict(stage="lr"), lr=lr, test_scoring="none")
+              for m, lrs in sw["lrs"].items() for lr in lrs for seed in sw["seeds"]]
+    evaluate = [adapt_run(s, c, m, seed, b, tags=dict(stage="eval")) for c in ADAPT_ROLES
+                for m in ("coupling", "lora", "coupling_lora") for seed in s.adapt_seeds]
+    return zero + select + evaluate + [adapt_run(s, sw["corpus"], "step_cost", 0, b, tags=dict(stage="cost"))]
 def _drift(s, b):
     "The main comparison on the pinned text and, at the same seeds, on the next point release's text."
     if s.drift_corpus is None:
@@ -342,10 +393,15 @@ def _drift(s, b):
     return [lm_run(s, v, seed, corpus=c, budget=b, tags=dict(text=label))
             for c, label in (("wikitext103", "pinned"), (s.drift_corpus, s.drift_corpus.partition("@")[2]))
             for v in ("standard", "hamiltonian") for seed in s.seeds]
+def _decided(s, b):
+    """The runs of the pre-registered hierarchy: the main table's (the primary and secondaries 1-3) and the steps
+    artifact's Hamiltonian and Euler at the step counts where they can differ (`steps_euler`, secondary 4)."""
+    return _main(s, b) + [r for r in _steps(s, b) if r.tags["n_steps"] in s.steps_euler]
 def _claims(s, b):
-    """The claims table reads the other default artifacts' runs (and, where they exist, GLUE's, which may be
-    skipped, and the on-request scaling and long-budget runs)."""
-    return [r for f in (_main, _ablation, _steps, _sample_efficiency, _corpus, _mqar) for r in f(s, b)]
+    """The claims table trains the hierarchy's runs (`_decided`): the default plan decides its tested rows from runs
+    it makes. Every exploratory row reads the summaries of its artifact's runs where they exist (the on-request
+    artifacts' are committed with them), and says how many it found."""
+    return _decided(s, b)
 
 @dataclass(frozen=True)
 class Artifact:
@@ -358,12 +414,13 @@ class Artifact:
 ARTIFACTS = {a.name: a for a in (
     Artifact("main_table", "Main table: perplexity of every variant", "paper/01_main_table.ipynb", _main),
     Artifact("ablation", "Integrator and coupling ablation, with seed variance", "paper/02_ablation.ipynb", _ablation),
-    Artifact("steps", "Integration steps n = 1, 2, 4, 7, paired by seed", "paper/03_steps.ipynb", _steps),
-    Artifact("sample_efficiency", "Sample efficiency: perplexity against tokens and wall-clock", "paper/04_sample_efficiency.ipynb", _sample_efficiency),
+    Artifact("steps", "Integration steps n = 1, 2, 4, 7, paired by seed", "paper/03_steps.ipynb", _steps, default=False),
+    Artifact("sample_efficiency", "Sample efficiency: perplexity against tokens and wall-clock",
+             "paper/04_sample_efficiency.ipynb", _sample_efficiency, default=False),
     Artifact("scaling", "Scaling across model sizes, every seed", "paper/05_scaling.ipynb", _scaling, default=False),
-    Artifact("corpus", "Corpus sensitivity", "paper/06_corpus.ipynb", _corpus),
-    Artifact("mqar", "Associative recall (MQAR)", "paper/07_mqar.ipynb", _mqar),
-    Artifact("glue", "GLUE: SST-2, MNLI, QNLI", "paper/08_glue.ipynb", _glue),
+    Artifact("corpus", "Corpus sensitivity", "paper/06_corpus.ipynb", _corpus, default=False),
+    Artifact("mqar", "Associative recall (MQAR)", "paper/07_mqar.ipynb", _mqar, default=False),
+    Artifact("glue", "GLUE: SST-2, MNLI, QNLI", "paper/08_glue.ipynb", _glue, default=False),
     Artifact("stability", "Training stability across seeds", "paper/09_stability.ipynb", _ablation),
     Artifact("analysis", "Analysis: entropy, spectral gap, learned Δt, trajectories", "paper/10_analysis.ipynb", _analysis),
     Artifact("claims", "Claims: every claim of the paper, with n, CI, paired p, MDE and a verdict", "paper/11_claims.ipynb", _claims),
@@ -373,6 +430,8 @@ ARTIFACTS = {a.name: a for a in (
              _long_budget, default=False),
     Artifact("drift", "Corpus drift: the main comparison on two Debian point releases of its text", "paper/12_drift.ipynb",
              _drift, default=False),
+    Artifact("finetune", "A pretrained model adapted: the coupling against LoRA, and both", "paper/14_finetune.ipynb",
+             _finetune, default=False),
 )}
 DEFAULT_ARTIFACTS = tuple(a for a in ARTIFACTS if ARTIFACTS[a].default)
 

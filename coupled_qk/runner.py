@@ -16,11 +16,11 @@ from .registry import (ARTIFACTS, DEFAULT_ARTIFACTS, KINDS, SCALE_SPECS, Run, ar
 from .executors import Checkpointable, check_executor, distributed_env, make_executor
 
 # %% auto #0
-__all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'EXPERIMENTS', 'lm_macs_per_token', 'measured_throughput', 'estimate_seconds',
-           'nbs_dir', 'experiment_config', 'typed_config', 'trainer', 'train_seconds', 'RunCall', 'portable',
-           'write_summary', 'NotebookFailed', 'run_notebook', 'glue_dir_for', 'unavailable', 'prepare_corpora',
-           'prepare_data', 'ReproReport', 'describe', 'error_line', 'execute_runs', 'reproduce', 'recorded_seconds',
-           'print_plan', 'drift_lines']
+__all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'ADAPT_S_PER_TOKEN', 'ADAPT_TEST_TOKENS', 'EXPERIMENTS', 'lm_macs_per_token',
+           'measured_throughput', 'estimate_seconds', 'adapt_seconds', 'nbs_dir', 'experiment_config', 'typed_config',
+           'trainer', 'train_seconds', 'RunCall', 'portable', 'write_summary', 'NotebookFailed', 'run_notebook',
+           'glue_dir_for', 'unavailable', 'prepare_corpora', 'prepare_data', 'prepare_adapt', 'ReproReport', 'describe',
+           'error_line', 'execute_runs', 'reproduce', 'recorded_seconds', 'print_plan', 'drift_lines']
 
 # %% ../nbs/09b_runner.ipynb #18a5bd6d
 # Multiply-accumulates per second of one training job: on this 2-core CPU one thread per job, two jobs at
@@ -77,8 +77,26 @@ def estimate_seconds(run: Run, device_type: str = "cpu", measured: dict | None =
         from coupled_qk.mqar import MQAR_PRESETS
         seq = c.get("seq_len") or MQAR_PRESETS[c["task"]].seq_len
         return RUN_OVERHEAD_S["mqar"] + len(c["lrs"]) * c["steps"] * c["batch_size"] * seq / tps
+    if run.kind == "adapt":
+        return adapt_seconds(c, device_type)
     n = c.get("max_train") or 50_000
     return RUN_OVERHEAD_S["glue"] + c["epochs"] * n * 64 / (20_000 if device_type == "cpu" else 1_000_000)
+
+# An adaptation of SmolLM2-135M in its top two layers, one thread on this 2-core CPU with another job beside it
+# (measured: 2.2 s a step of 8 × 128 tokens through two layers and the output layer, 0.7 s a scoring batch; a step
+# of the whole model fine-tuned in full 18 s); a GPU's, a rough guess
+ADAPT_S_PER_TOKEN = {"cpu": dict(train=2.2e-3, score=7e-4, full=1.8e-2), "cuda": dict(train=2e-5, score=7e-6, full=2e-4)}
+ADAPT_TEST_TOKENS = 100_000        # about an embedded corpus's test split in SmolLM2's tokenizer
+
+def adapt_seconds(c: dict, device_type: str = "cpu") -> float:
+    "Rough wall-clock of an adaptation run's config `c`: its steps, its scoring, or the step-cost benchmark's rounds."
+    from coupled_qk.adapt import AdaptConfig
+    cfg = AdaptConfig(**c)
+    rate, per_step = ADAPT_S_PER_TOKEN[device_type], cfg.batch_size * cfg.seq_len
+    if cfg.method == "step_cost":
+        return RUN_OVERHEAD_S["lm"] + (cfg.cost_rounds + 1) * per_step * (3 * rate["train"] + rate["full"])
+    test = {"full": ADAPT_TEST_TOKENS, "prefix": cfg.test_batches * per_step, "none": 0}[cfg.test_scoring]
+    return RUN_OVERHEAD_S["lm"] + cfg.steps * per_step * rate["train"] + (cfg.val_batches * per_step + test) * rate["score"]
 
 # %% ../nbs/09b_runner.ipynb #f5494ded
 EXPERIMENTS = {k: f"experiments/{k}.ipynb" for k in KINDS}     # the same trainers, by hand (papermill)
@@ -103,7 +121,9 @@ def typed_config(run: Run, out: Path, device: str | None = None, compile: bool =
     from coupled_qk.train import TrainConfig
     from coupled_qk.mqar_train import MQARTrainConfig
     from coupled_qk.glue import GlueConfig
-    return {"lm": TrainConfig, "mqar": MQARTrainConfig, "glue": GlueConfig}[run.kind](**experiment_config(run, out, device, compile))
+    from coupled_qk.adapt import AdaptConfig
+    kinds = {"lm": TrainConfig, "mqar": MQARTrainConfig, "glue": GlueConfig, "adapt": AdaptConfig}
+    return kinds[run.kind](**experiment_config(run, out, device, compile))
 
 def trainer(kind: str):
     "The trainer function of a run kind: (config, out_dir, quiet=...) -> result."
@@ -113,6 +133,9 @@ def trainer(kind: str):
     if kind == "mqar":
         from coupled_qk.mqar_train import train_mqar
         return train_mqar
+    if kind == "adapt":
+        from coupled_qk.adapt import adapt
+        return adapt
     from coupled_qk.glue import finetune
     return finetune
 
@@ -226,6 +249,9 @@ def unavailable(artifacts, scale: str) -> dict[str, str]:
     if "drift" in artifacts and scale_spec(scale).drift_corpus is None:
         with_drift = [s for s, spec in SCALE_SPECS.items() if spec.drift_corpus]
         out["drift"] = f"skipped drift: it is measured at scale {', '.join(with_drift)} only (ScaleSpec.drift_corpus)"
+    if "finetune" in artifacts and not scale_spec(scale).adapt:
+        with_adapt = [s for s, spec in SCALE_SPECS.items() if spec.adapt]
+        out["finetune"] = f"skipped finetune: it is measured at scale {', '.join(with_adapt)} only (ScaleSpec.adapt)"
     return out
 
 def prepare_corpora(scale: str, artifacts=None, budget: float = 1.0) -> None:
@@ -250,6 +276,26 @@ def prepare_data(runs: list[Run]) -> None:
         t = get_tokenizer(tok, c)
         for split in SPLITS:
             token_cache(c, t, split)
+    prepare_adapt([r for r in runs if r.kind == "adapt"])
+
+def prepare_adapt(runs: list[Run]) -> None:
+    """Build the pretrained model and the cached base states every adaptation run reads, once, in this process, before
+    jobs run in parallel (two jobs would otherwise wait on the same cache)."""
+    if not runs:
+        return
+    from coupled_qk.adapt import TRAINED, base_states, quiet_pretrained
+    model, needed = None, {}
+    for cfg in (r.typed() for r in runs):
+        splits = (("train",) if cfg.method in TRAINED or cfg.method == "step_cost" else ()) + \
+                 (() if cfg.method == "step_cost" else ("validation",)) + \
+                 (() if cfg.test_scoring == "none" or cfg.method == "step_cost" else ("test",))
+        for split in splits:
+            key = (cfg.model, cfg.corpus, cfg.top_layers, cfg.seq_len, split, cfg.steps * cfg.batch_size if split == "train"
+                   else cfg.val_batches * cfg.batch_size if split == "validation" else (cfg.test_scoring, cfg.test_batches * cfg.batch_size))
+            needed.setdefault(key, (cfg, split))
+    for cfg, split in needed.values():
+        model = model if model is not None else quiet_pretrained(cfg.model)[0]
+        base_states(cfg, split, model)
 
 @dataclass
 class ReproReport:
@@ -277,6 +323,9 @@ def describe(run: Run) -> str:
     """A run in words: kind, variant, seed and corpus (the task for MQAR and GLUE), then what sets it apart from
     the same variant's other runs (its tags: budget, steps, control, size; a sweep's lr and Δt init)."""
     c = run.config
+    if run.kind == "adapt":                      # the method is what a run of the finetune artifact is
+        lr = [f"lr {c['lr']:g}"] if "lr" in c and c.get("method") not in ("zero_shot", "step_cost") else []
+        return " ".join(["adapt", c.get("method", "coupling"), "seed", str(c.get("seed", 0)), str(c.get("corpus")), *lr])
     what = c.get("corpus") if run.kind == "lm" else c.get("task")
     apart = [f"{k} {v}" for k, v in run.tags.items() if k not in ("corpus_role", "stage", "task")]
     if run.tags.get("stage"):                    # an lr_sweep run: its values are the point
@@ -442,20 +491,23 @@ def recorded_seconds(run: Run, summaries: Path) -> float | None:
     return float(res["wall_clock_s"]) + float(res.get("eval_s") or 0) if res.get("wall_clock_s") else None
 
 def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type: str, jobs: int = 1,
-               figures_dir: Path | None = None):
+               figures_dir: Path | None = None, reuse_committed: bool = False):
     """The plan, what is done, and its estimated cost (in GPU-hours at the paper scale, with a warning on a CPU). On
-    a CPU, a run with a committed summary costs what it took then; the others are modelled."""
-    runs = plan(artifacts, scale, budget)
-    todo = [r for r in runs if not is_done(r, runs_dir)]
-    measured = measured_throughput()
+    a CPU, a run with a committed summary costs what it took then; the others are modelled. `reuse_committed`: a run
+    with a committed summary is done, as `reproduce --reuse-committed` counts it."""
     summaries = Path(figures_dir or load_settings().figures_dir) / scale / "runs"
+    committed = lambda r: reuse_committed and (summaries / f"{r.run_id}.json").is_file()
+    runs = plan(artifacts, scale, budget)
+    is_over = lambda r: is_done(r, runs_dir) or committed(r)
+    todo = [r for r in runs if not is_over(r)]
+    measured = measured_throughput()
     recorded = {r.run_id: recorded_seconds(r, summaries) for r in todo} if device_type == "cpu" else {}
     est = sum(recorded.get(r.run_id) or estimate_seconds(r, device_type, measured) for r in todo)
     n_rec = sum(v is not None for v in recorded.values())
     print(f"scale {scale} ({scale_spec(scale).note}); budget ×{budget:g}; device {device_type}")
     for a in artifacts:
         ar = artifact_runs(a, scale, budget)
-        n_done = sum(is_done(r, runs_dir) for r in ar)
+        n_done = sum(is_over(r) for r in ar)
         print(f"  {a:<18} {len(ar):>3} runs ({n_done} done)   {ARTIFACTS[a].title}")
     kinds = {k: sum(r.kind == k for r in todo) for k in KINDS}
     print(f"unique runs: {len(runs)}; to run: {len(todo)} ({', '.join(f'{n} {k}' for k, n in kinds.items() if n)})")

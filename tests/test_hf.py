@@ -142,3 +142,42 @@ def test_real_model_one_coupled_step_lowers_the_loss(smollm):
     with torch.no_grad():
         after = coupled(ids, labels=ids).loss
     assert after < loss.detach(), (loss.item(), after.item())
+
+
+def test_real_model_split_at_the_top_layers_is_exact(smollm):
+    "The adapt chapter's split: the suffix of the prefix is SmolLM2-135M, bit for bit (what the cached base rests on)."
+    from coupled_qk.adapt import split_at
+    model, _, ids, base = smollm
+    prefix, suffix = split_at(model, 28)
+    with torch.no_grad():
+        h = prefix(input_ids=ids, use_cache=False).last_hidden_state
+        assert torch.equal(suffix(inputs_embeds=h, use_cache=False).logits, base)
+
+
+def test_real_model_adaptation_resumes_exactly(smollm, tmp_path, monkeypatch):
+    """An adaptation (coupling + LoRA) stopped after its step-2 checkpoint and run again ends where an uninterrupted run
+    ends: the same losses, scores and adapter weights, bit for bit; its result counts what each method trains."""
+    import json
+    from coupled_qk import adapt as A
+    cfg = A.AdaptConfig(method="coupling_lora", top_layers=1, steps=4, batch_size=2, seq_len=32, warmup_steps=1,
+                        val_batches=1, test_scoring="prefix", test_batches=1, lr=2e-3, coupling_lr=2e-2, ckpt_every=2)
+    whole = A.adapt(cfg, tmp_path / "whole", quiet=True)
+    real = A.cosine_lr
+
+    def stop_at_step_3(step, *a):
+        if step == 3:
+            raise KeyboardInterrupt("stopped")
+        return real(step, *a)
+    monkeypatch.setattr(A, "cosine_lr", stop_at_step_3)
+    with pytest.raises(KeyboardInterrupt):
+        A.adapt(cfg, tmp_path / "resumed", quiet=True)
+    assert (tmp_path / "resumed" / "ckpt.pt").is_file() and not (tmp_path / "resumed" / "result.json").exists()
+    monkeypatch.setattr(A, "cosine_lr", real)
+    again = A.adapt(cfg, tmp_path / "resumed", quiet=True)
+    for k in ("val_loss", "test_loss", "learned_dt", "trainable_params", "adapter_params", "lora_rank"):
+        assert again[k] == whole[k], k
+    losses = [[json.loads(x)["loss"] for x in (tmp_path / d / "metrics.jsonl").read_text().splitlines()]
+              for d in ("whole", "resumed")]
+    assert losses[0] == losses[1] and len(losses[0]) == 4
+    assert whole["adapter_params"]["lora"] == whole["lora_rank"] * A.lora_per_rank(smollm[0], cfg)
+    assert whole["adapter_params"]["coupling"] == A.coupling_count(smollm[0], cfg)
