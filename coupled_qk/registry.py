@@ -375,16 +375,18 @@ def _analysis(s, b): return [lm_run(s, v, s.seeds[0], budget=b) for v in ABLATIO
 ADAPT_ROLES = ("wikitext103", "openwebtext")          # the coherent and the heterogeneous corpus: the paper's contrast
 def _finetune(s, b):
     """A pretrained model adapted to each corpus: zero-shot; the lr selection of the coupling and of LoRA on the
-    selection seeds (validation only); every trained method at its chosen lr on the evaluation seeds, the whole test
-    split scored; one step-cost benchmark. None where the scale has no `adapt`."""
+    selection seeds (validation only); once the selection has chosen (`adapt_tuned`), every trained method at its
+    chosen lr on the evaluation seeds, the whole test split scored; one step-cost benchmark. None where the scale has
+    no `adapt`."""
     if not s.adapt:
         return []
     sw = s.adapt_sweep
     zero = [adapt_run(s, c, "zero_shot", 0, b, tags=dict(stage="eval")) for c in ADAPT_ROLES]
     select = [adapt_run(s, sw["corpus"], m, seed, b, tags=dict(stage="lr"), lr=lr, test_scoring="none")
               for m, lrs in sw["lrs"].items() for lr in lrs for seed in sw["seeds"]]
+    # the evaluation runs train at the selection's choice: until it has chosen (`adapt_tuned` empty), there are none
     evaluate = [adapt_run(s, c, m, seed, b, tags=dict(stage="eval")) for c in ADAPT_ROLES
-                for m in ("coupling", "lora", "coupling_lora") for seed in s.adapt_seeds]
+                for m in ("coupling", "lora", "coupling_lora") for seed in s.adapt_seeds] if s.adapt_tuned else []
     return zero + select + evaluate + [adapt_run(s, sw["corpus"], "step_cost", 0, b, tags=dict(stage="cost"))]
 def _drift(s, b):
     "The main comparison on the pinned text and, at the same seeds, on the next point release's text."
