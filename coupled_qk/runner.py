@@ -454,6 +454,13 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
             rep.cached.append(r.run_id)
         else:
             todo.append(r)
+    # a run another run starts from (a GLUE fine-tune reads its LM run's checkpoint) must be in runs_dir: a committed
+    # summary alone does not stand in for it, so with --reuse-committed it trains again (the same numbers, its own id)
+    needed = {n for r in todo for n in r.needs}
+    again = [r for r in runs if r.run_id in needed and r.run_id in rep.cached and not is_done(r, runs_dir)]
+    if again and not redraw:
+        rep.cached = [i for i in rep.cached if i not in {r.run_id for r in again}]
+        todo = again + todo
     if redraw and todo:
         raise UserError(f"redraw: {len(todo)} of {len(runs)} runs have neither a result nor a summary in {summaries} "
                         f"(e.g. {todo[0].run_id}; summaries made on other data or code have other ids); "

@@ -82,6 +82,16 @@ def test_glue_artifact_with_shared_samples(tmp_path, monkeypatch):
     rep = reproduce(["glue"], scale="smoke", jobs=2, runs_dir=tmp_path / "runs", figures_dir=tmp_path / "figures",
                     log=lambda *a: None)
     assert not rep.skipped and not rep.failed and (tmp_path / "figures" / "smoke" / "glue" / "provenance.json").is_file()
+    # finishing elsewhere with --reuse-committed: the fine-tunes whose summaries are gone need their LM runs' checkpoints,
+    # which a committed summary does not hold, so those LM runs train again in the new runs folder, then the fine-tunes
+    from coupled_qk.registry import plan
+    glue = [r for r in plan(["glue"], "smoke") if r.kind == "glue" and r.needs]
+    for r in glue:
+        (tmp_path / "figures" / "smoke" / "runs" / f"{r.run_id}.json").unlink()
+    rep2 = reproduce(["glue"], scale="smoke", reuse_committed=True, runs_dir=tmp_path / "other-runs",
+                     figures_dir=tmp_path / "figures", log=lambda *a: None)
+    needed = {n for r in glue for n in r.needs}
+    assert not rep2.failed and set(rep2.executed) == needed | {r.run_id for r in glue}, rep2.executed
 
 
 def test_finetune_artifact_on_the_real_model(tmp_path, monkeypatch):
