@@ -11,11 +11,10 @@ from pathlib import Path
 from .settings import load_settings
 
 # %% auto #0
-__all__ = ['KINDS', 'PAPER_CORPORA', 'CPU_CHOSEN', 'CPU_SELECTED', 'EMBEDDED', 'SCALE_SPECS', 'ADAPT_DEFAULT_LR', 'PRIMARY',
-           'SECONDARY', 'MAIN', 'ABLATION', 'SCALING', 'MQAR_VARIANTS', 'ADAPT_ROLES', 'ARTIFACTS', 'DEFAULT_ARTIFACTS',
-           'PAPER', 'HIERARCHY', 'Run', 'ScaleSpec', 'tuned_from', 'scale_spec', 'lm_run', 'mqar_run', 'glue_run',
-           'adapt_run', 'matched_hidden', 'steps_fields', 'Artifact', 'artifact_runs', 'plan', 'run_dir', 'is_done',
-           'Hypothesis']
+__all__ = ['KINDS', 'PAPER_CORPORA', 'CPU_SELECTED', 'EMBEDDED', 'SCALE_SPECS', 'ADAPT_DEFAULT_LR', 'PRIMARY', 'SECONDARY',
+           'MAIN', 'ABLATION', 'SCALING', 'MQAR_VARIANTS', 'ADAPT_ROLES', 'ARTIFACTS', 'DEFAULT_ARTIFACTS', 'PAPER',
+           'HIERARCHY', 'Run', 'ScaleSpec', 'tuned_from', 'scale_spec', 'lm_run', 'mqar_run', 'glue_run', 'adapt_run',
+           'matched_hidden', 'steps_fields', 'Artifact', 'artifact_runs', 'plan', 'run_dir', 'is_done', 'Hypothesis']
 
 # %% ../nbs/09a_registry.ipynb #5e29fe82
 KINDS = ("lm", "mqar", "glue", "adapt")
@@ -94,13 +93,7 @@ class ScaleSpec:
 
 PAPER_CORPORA = ("wikitext103", "pubmed", "openwebtext")
 
-# The first selection's choice (seeds 100, 101; the lowest mean validation perplexity, bracketed), which the committed
-# figures/cpu/ were made with: no plan uses it now; it goes when the regeneration's figures replace those
-CPU_CHOSEN = dict(standard=dict(lr=1.2e-2), invertible=dict(lr=1.2e-2), differential=dict(lr=1.2e-2),
-                  invertible_differential=dict(lr=1.2e-2), hamiltonian=dict(lr=1.2e-2, dt_init=0.2),
-                  euler=dict(lr=1.2e-2, dt_init=0.2), mlp_only=dict(lr=1.2e-2, dt_init=0.4),
-                  coupled_differential=dict(lr=2.4e-2, dt_init=0.1))
-# The regeneration's lr_sweep choice, on selection seeds 100-102 by the stable rule (`stats.choose_setting`): the best
+# The lr_sweep choice, on selection seeds 100-102 by the stable rule (`stats.choose_setting`): the best
 # mean lr of standard, invertible, hamiltonian, euler and mlp_only (0.012) sits one doubling below a cliff (at 0.024
 # their seeds spread 23-59 %), so each steps down to 0.006; differential and invertible_differential keep 0.012, and
 # coupled_differential's best (0.024) sits below a cliff at 0.048, so 0.012. Δt: Hamiltonian's best mean (1.6) sits
