@@ -5,7 +5,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-CHAPTERS = sorted((ROOT / "nbs").glob("*.ipynb"))
+# index.ipynb is the README (one markdown cell, no code: tests/test_project.py checks it); nbdev would read its
+# bullet list as front matter and warn
+CHAPTERS = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if p.stem != "index")
 
 
 def test_chapters_found():
