@@ -230,7 +230,7 @@ f = out / "smoke" / "smoke" / "main_table" / "main_table.csv"
 if f.is_file():
     m = pd.read_csv(f).set_index("variant")
     parts.append(m[["n runs", "val ppl", "Δ vs standard % (paired)", "95% CI % (paired t)",
-                    "wall-clock ×standard (median)"]].add_prefix("smoke 2k: "))
+                    "overhead %"]].add_prefix("smoke 2k: "))
 print(hardware())
 if parts:
     table = pd.concat(parts, axis=1)
