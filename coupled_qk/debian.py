@@ -84,8 +84,8 @@ def refresh_lists(state: Path, missing: str, log=_say) -> list[str] | None:
     for d in (state / "state" / "lists" / "partial", state / "cache" / "archives" / "partial") if own else ():
         d.mkdir(parents=True, exist_ok=True)
     r = _run(["apt-get", *opts, "update", "-qq"])
-    where = f"a copy of its own in {state} (not root)" if own else "them"
-    log(f"apt's package lists had no {missing}: refreshed {where} with apt-get update"
+    where = f"not root, so refreshed the project's own copy of them in {state}" if own else "refreshed them"
+    log(f"apt's package lists had no {missing}: {where} with apt-get update"
         + (f" (it said: {_last(r)})" if r.returncode else ""))
     return opts
 
