@@ -195,7 +195,7 @@ def _fetch(package, version, dest, exact, snapshot, state, log) -> Path:
     if exact:
         try:
             return from_snapshot(package, version, dest)
-        except (OSError, ValueError, KeyError) as e:
+        except (OSError, ValueError, KeyError, subprocess.CalledProcessError) as e:   # a file dpkg cannot read too
             why = getattr(e, "reason", None) or e
             raise _gone(package, version, dest, state, _last(r) if r else "apt-get is not available",
                         f"{SNAPSHOT_URL}: {' '.join(str(why).split()) or type(e).__name__}", snapshot) from None
