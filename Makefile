@@ -21,7 +21,7 @@ UPGRADE ?= 1
 PIP_COMPILE = $(LOCK_TOOLS)/bin/pip-compile --quiet --extra hf --extra eval --allow-unsafe --strip-extras --no-emit-index-url \
 	--no-emit-find-links $(if $(UPGRADE),--upgrade)
 
-.PHONY: setup test reproduce docs index export clean-nbs lock
+.PHONY: setup test apt-index-tool reproduce docs index export clean-nbs lock
 
 setup: $(VENV)/.installed
 
@@ -49,8 +49,16 @@ $(LOCK_TOOLS)/bin/pip-compile:
 # Run every notebook's tests (through pytest, one notebook at a time) and the project checks, on TEST_WORKERS
 # pytest-xdist workers (the Slurm tests share one worker, as they share one cluster).
 TEST_WORKERS ?= 2
-test: setup
+test: setup apt-index-tool
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup tests
+
+# tests/test_debian.py builds a file:// apt archive, whose index needs apt-ftparchive (apt-utils) or dpkg-scanpackages
+# (dpkg-dev): as root on a Debian machine with neither, apt-utils is installed (apt's lists refreshed if they lack it).
+apt-index-tool:
+	@if ! command -v apt-ftparchive >/dev/null && ! command -v dpkg-scanpackages >/dev/null \
+	    && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq apt-utils >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq apt-utils; }; fi
 
 # The main job: regenerate the figures and tables at SCALE (default: cpu).
 reproduce: setup

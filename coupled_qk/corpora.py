@@ -17,7 +17,7 @@ from .provenance import (StateError, atomic_write, put_in_place, read_state, rem
                                    undo_on_failure)
 from .documents import (SPLITS, TEXT_COLUMNS, DataError, data_dir, file_sha256, hash_split, fingerprint,
                                   check_splits, quiet_datasets, read_local_corpus, wikitext_articles, local_files)
-from .embedded import EMBEDDED, PINS, drift, embedded_packages
+from .embedded import EMBEDDED, PINS, drift, embedded_packages, pinned_fingerprint
 
 # %% auto #0
 __all__ = ['HUB_CORPORA', 'WIKITEXT103_TRAIN_CHARS', 'CORPORA', 'MANIFEST', 'LOCAL_NAME', 'hub_reachable', 'load_hub',
@@ -241,15 +241,16 @@ def _verified_meta(out: Path) -> dict | None:
 
 def known_fingerprint(name: str) -> str:
     """The fingerprint corpus `name` has here, without downloading anything: its prepared build's; for an
-    embedded corpus not yet prepared, the pinned one; for a hub corpus not yet prepared, `unprepared:KEY`
-    (a placeholder: prepare it before training); a local copy is prepared now."""
+    embedded corpus not yet prepared, the committed one (its pin's, or a pinned point release's, `pydocs@VERSION`);
+    for a hub corpus not yet prepared, `unprepared:KEY` (a placeholder: prepare it before training); a local copy,
+    or an embedded corpus at a version no committed result used, is prepared now."""
     src = source_of(name)
     meta = _verified_meta(corpus_dir(name, src))
     if meta:
         return meta["fingerprint"]
     n, kind, _ = _resolve(name)
-    if kind == "embedded" and "@" not in name:
-        return PINS[n].fingerprint
+    if kind == "embedded" and (fp := pinned_fingerprint(name)):
+        return fp
     if kind == "hub":
         return f"unprepared:{source_key(src)[:12]}"
     return prepare(name)["fingerprint"]

@@ -7,76 +7,20 @@ committed figures were made from."""
 # %% ../nbs/03b_embedded.ipynb #e4b0a003
 from __future__ import annotations
 import gzip, os, re, shutil, subprocess, sys, sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from .provenance import undo_on_failure
-from .documents import DataError, data_dir, cap_docs
+from .documents import DataError, cap_docs
+from .debian import deb_version, fetch_deb, unpack_deb
 
 # %% auto #0
-__all__ = ['CAPS', 'PINS', 'DEBMIX_PACKAGES', 'EMBEDDED', 'deb_version', 'fetch_deb', 'unpack_deb', 'EmbeddedCaps', 'Pin',
-           'source_versions', 'prepared_versions', 'drift', 'embedded_packages', 'chunk_lines', 'rst_section_start',
-           'py_toplevel_start', 'build_pydocs', 'build_pystdlib', 'dictd_entries', 'fortune_cookies', 'kjv_chapters',
-           'build_debmix']
+__all__ = ['CAPS', 'PINS', 'DEBMIX_PACKAGES', 'EMBEDDED', 'EmbeddedCaps', 'Pin', 'source_versions', 'prepared_versions', 'drift',
+           'embedded_packages', 'pinned_fingerprint', 'chunk_lines', 'rst_section_start', 'py_toplevel_start',
+           'build_pydocs', 'build_pystdlib', 'dictd_entries', 'fortune_cookies', 'kjv_chapters', 'build_debmix']
 
 # %% ../nbs/03b_embedded.ipynb #bb3d0317
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
-
-def deb_version(deb: Path) -> str:
-    "The Version field of a .deb's control file."
-    return _run(["dpkg-deb", "-f", str(deb), "Version"], check=True).stdout.strip()
-
-def _downloaded(package: str, dest: Path, version: str | None) -> Path | None:
-    "A .deb of `package` already in `dest`: of exactly `version` when one is asked for, else the newest."
-    have = sorted(dest.glob(f"{package}_*.deb"))
-    if version is None:
-        return have[-1] if have else None
-    return next((d for d in have if deb_version(d) == version), None)
-
-def _apt_download(spec: str, dest: Path) -> subprocess.CompletedProcess:
-    "apt-get download `spec` (NAME or NAME=VERSION) into `dest`, refreshing empty package lists once."
-    r = _run(["apt-get", "download", spec], cwd=dest)
-    if r.returncode and ("Unable to locate" in r.stderr or "no installation candidate" in r.stderr):
-        _run(["apt-get", "update", "-qq"])       # a fresh container has empty lists (needs root)
-        r = _run(["apt-get", "download", spec], cwd=dest)
-    return r
-
-def fetch_deb(package: str, version: str | None = None, dest: Path | None = None, exact: bool = False) -> Path:
-    """The .deb of `package` in `dest` (default data/debs), downloaded with `apt-get download` unless already
-    there: exactly `version` when apt still has it, else apt's candidate (the caller compares versions);
-    `exact`: that version or an error, never the candidate (a version the user asked for by name)."""
-    dest = Path(dest or data_dir() / "debs")
-    with undo_on_failure(dest):               # a refused download leaves no empty folder behind
-        dest.mkdir(parents=True, exist_ok=True)
-        return _fetch(package, version, dest, exact)
-
-def _fetch(package: str, version: str | None, dest: Path, exact: bool) -> Path:
-    have = _downloaded(package, dest, version)
-    if have:
-        return have
-    if not shutil.which("apt-get"):
-        raise DataError(f"Debian package {package} is needed but apt-get is not available; "
-                        "pick the embedded corpus pystdlib (no download) or name a local corpus in settings.ini")
-    r = _apt_download(f"{package}={version}", dest) if version else None
-    if exact and r is not None and r.returncode:
-        raise DataError(f"{package}={version} is not in apt's package lists (`apt-cache madison {package}` lists what is); "
-                        f"add the archive that has it to apt's sources and run `apt-get update`, or put its .deb in {dest}")
-    if r is None or r.returncode:               # the pinned version left the archive: take the candidate
-        r = _apt_download(package, dest)
-    have = _downloaded(package, dest, None)
-    if r.returncode or not have:
-        raise DataError(f"could not download Debian package {package}: {(r.stderr.strip().splitlines() or ['?'])[-1]} "
-                        "(run `sudo apt-get update`, or pick the embedded corpus pystdlib)")
-    return _downloaded(package, dest, version) or have
-
-def unpack_deb(deb: Path, dest: Path) -> Path:
-    "Unpack a .deb's files into `dest` (no maintainer scripts run, nothing is installed)."
-    if not shutil.which("dpkg-deb"):
-        raise DataError("dpkg-deb is not available; pick the embedded corpus pystdlib")
-    dest.mkdir(parents=True, exist_ok=True)
-    _run(["dpkg-deb", "-x", str(deb), str(dest)], check=True)
-    return dest
 
 # %% ../nbs/03b_embedded.ipynb #67674fef
 @dataclass(frozen=True)
@@ -96,13 +40,19 @@ class Pin:
     packages: dict               # Debian package -> version ({} for pystdlib)
     python: str | None           # the interpreter version (pystdlib: its standard library is the text)
     fingerprint: str
+    releases: dict = field(default_factory=dict)   # NAME@VERSION texts committed results also used: version -> fingerprint
+    snapshots: dict = field(default_factory=dict)  # version -> where Debian's snapshot archive serves it
+                                                   # ('ARCHIVE/TIME SUITE COMPONENT', a time the archive served it at)
 
     def versions(self) -> str:
         return ", ".join(f"{p} {v}" for p, v in self.packages.items()) or f"Python {self.python}"
 
 PINS = {
     "pydocs": Pin({"python3.11-doc": "3.11.2-6+deb12u8"}, None,
-                  "087a4e3c3da235efb35042b59abffa0cd40298a7565ec64c232f465692ff49c2"),
+                  "087a4e3c3da235efb35042b59abffa0cd40298a7565ec64c232f465692ff49c2",
+                  releases={"3.11.2-6+deb12u9": "e36e0a6a7fc53d5e0543ebe05e8e7d31b7f10face67cc7f44a7dd7bbb50af917"},
+                  snapshots={"3.11.2-6+deb12u8": "debian/20261201T000000Z bookworm main",
+                             "3.11.2-6+deb12u9": "debian-security/20261201T000000Z bookworm-security main"}),
     "pystdlib": Pin({}, "3.11.7", "67f0de244dcefc37684254e8f2fe29184f32e9de488541c993137d34eb83f6fe"),
     "debmix": Pin({"bible-kjv-text": "4.38", "bible-kjv": "4.38", "fortunes-min": "1:1.99.1-7.3",
                    "fortunes": "1:1.99.1-7.3", "dict-gcide": "0.48.5+nmu2", "dict-foldoc": "20230119-1",
@@ -147,6 +97,15 @@ def embedded_packages(name: str) -> dict:
                         f"valid: pydocs@VERSION, e.g. {example}")
     return {next(iter(pinned)): version}
 
+def pinned_fingerprint(name: str) -> str | None:
+    """The committed fingerprint of embedded corpus `name`'s text, known without building it: its pin's, or for
+    `pydocs@VERSION` that version's where committed results used it; None where no committed result did."""
+    base, at, version = name.partition("@")
+    pin = PINS.get(base)
+    if pin is None:
+        return None
+    return pin.fingerprint if embedded_packages(name) == pin.packages else pin.releases.get(version)
+
 DEBMIX_PACKAGES = ("bible-kjv-text", "bible-kjv", "fortunes-min", "fortunes", "dict-gcide", "dict-foldoc",
                    "dict-jargon", "dict-devil")
 
@@ -190,7 +149,8 @@ def py_toplevel_start(lines, i) -> bool:
 
 def build_pydocs(work: Path, packages: dict) -> tuple[list[str], dict]:
     pkg = next(iter(packages)) if packages else _python_doc_package()
-    deb = fetch_deb(pkg, packages.get(pkg), exact=packages != PINS["pydocs"].packages)
+    deb = fetch_deb(pkg, packages.get(pkg), exact=packages != PINS["pydocs"].packages,
+                    snapshot=PINS["pydocs"].snapshots.get(packages.get(pkg)))
     root = unpack_deb(deb, work / pkg)
     files = sorted(root.glob("usr/share/doc/python3*/html/_sources/**/*.txt"))
     if not files:

@@ -254,15 +254,25 @@ def unavailable(artifacts, scale: str) -> dict[str, str]:
         out["finetune"] = f"skipped finetune: it is measured at scale {', '.join(with_adapt)} only (ScaleSpec.adapt)"
     return out
 
-def prepare_corpora(scale: str, artifacts=None, budget: float = 1.0) -> None:
+def prepare_corpora(scale: str, artifacts=None, budget: float = 1.0) -> dict[str, str]:
     """Prepare the corpora the runs of `artifacts` (default: all) train on at `scale`, before any run is planned: a
     run's identity holds its corpus's fingerprint (a difference from the pinned text is said once, in reproduce's
-    summary). Only those: a corpus no requested run reads is never fetched, so it need not be reachable."""
+    summary). Only those: a corpus no requested run reads is never fetched, so it need not be reachable. A Debian
+    version that no source here serves (`VersionGone`) skips the artifacts that read it: {artifact: the line why}."""
     from coupled_qk.corpora import prepare
-    names = {r.config["corpus"] for a in (artifacts or ARTIFACTS) for r in artifact_runs(a, scale, budget)
-             if r.config.get("corpus")}                # LM runs and GLUE's from-scratch runs
-    for c in sorted(names):
-        prepare(c, log=lambda line: None)
+    from coupled_qk.debian import VersionGone
+    readers = {}
+    for a in artifacts or ARTIFACTS:
+        for r in artifact_runs(a, scale, budget):
+            if r.config.get("corpus"):                 # LM runs and GLUE's from-scratch runs
+                readers.setdefault(r.config["corpus"], set()).add(a)
+    gone = {}
+    for c in sorted(readers):
+        try:
+            prepare(c, log=lambda line: None)
+        except VersionGone as e:
+            gone.update({a: f"skipped {a}: {e}" for a in sorted(readers[c]) if a not in gone})
+    return gone
 
 def prepare_data(runs: list[Run]) -> None:
     """Build every tokenizer and token cache the LM runs need, once, before jobs run in parallel
@@ -439,11 +449,11 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
     if not redraw:
         writable_dir(runs_dir, "runs_dir")
     rep = ReproReport(scale, artifacts, skipped=unavailable(artifacts, scale))
+    artifacts = [a for a in artifacts if a not in rep.skipped]
+    rep.skipped.update(prepare_corpora(scale, artifacts, budget) if not redraw else {})   # a Debian version served nowhere
     for why in rep.skipped.values():
         log(why)
     artifacts = [a for a in artifacts if a not in rep.skipped]
-    if not redraw:
-        prepare_corpora(scale, artifacts, budget)
     runs = plan(artifacts, scale, budget)
     todo = []
     for r in runs:
