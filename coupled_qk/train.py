@@ -124,7 +124,8 @@ class TrainConfig:
         per_step = self.batch_size * self.grad_accum * self.block_size
         if self.max_tokens is not None and self.max_tokens < per_step:
             raise ConfigError(f"max_tokens={self.max_tokens} is less than one optimiser step (batch_size × "
-                              f"grad_accum × seq_len = {per_step:,} tokens); give max_tokens={per_step} or more", "max_tokens")
+                              f"grad_accum × seq_len = {per_step:,} tokens); give max_tokens={per_step} or more",
+                              "max_tokens")
         try:
             self.model_config(vocab_size=8)                    # shape errors now, not after loading data
         except ValueError as e:
