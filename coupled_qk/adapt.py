@@ -324,7 +324,7 @@ def score(suffix: nn.Module, states: np.ndarray, y: torch.Tensor, batch_size: in
 
 def test_docs(cfg: AdaptConfig, tokens: np.ndarray, eot_id: int) -> np.ndarray:
     "The document of each test target of the run's windows, in the cache's order."
-    from coupled_qk.train import doc_ids
+    from coupled_qk.evaluation import doc_ids
     ids = window_ids(cfg, "test", _windows(tokens, cfg.seq_len))
     docs = doc_ids(tokens, eot_id)
     return np.concatenate([docs[w * cfg.seq_len + 1:(w + 1) * cfg.seq_len + 1] for w in ids])

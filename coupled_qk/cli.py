@@ -319,7 +319,8 @@ def bench_main(argv: list[str] | None = None) -> int:
 # %% ../nbs/11_cli.ipynb #0ad792e2
 def reproduce_main(argv: list[str] | None = None) -> int:
     "coupled-qk reproduce: regenerate the paper's figures and tables at a scale."
-    from coupled_qk.registry import ARTIFACTS, DEFAULT_ARTIFACTS, SCALE_SPECS
+    from coupled_qk.registry import ARTIFACTS, DEFAULT_ARTIFACTS
+    from coupled_qk.scales import SCALE_SPECS
     from coupled_qk.executors import EXECUTORS
     p = Parser(prog="coupled-qk reproduce", description=reproduce_main.__doc__)
     on_request = [x for x in ARTIFACTS if x not in DEFAULT_ARTIFACTS]

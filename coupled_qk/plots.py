@@ -14,8 +14,8 @@ from .attention import VARIANTS
 from .stats import pair, paired_test
 
 # %% auto #0
-__all__ = ['CONTROLS', 'PALETTE', 'LABELS', 'set_style', 'variant_order', 'ArtifactWriter', 'curve_plot', 'bar_plot',
-           'paired_plot']
+__all__ = ['CONTROLS', 'PALETTE', 'LABELS', 'set_style', 'variant_order', 'run_versions', 'ArtifactWriter', 'curve_plot',
+           'bar_plot', 'paired_plot']
 
 # %% ../nbs/08_plots.ipynb #387aeb8c
 CONTROLS = ("standard_matched",)   # standard with the MLP widened by the coupling's parameters (the registry's control)
@@ -35,6 +35,17 @@ def variant_order(present) -> list[str]:
     return [v for v in VARIANTS + CONTROLS if v in present]
 
 # %% ../nbs/08_plots.ipynb #0addc5a5
+def run_versions(r: dict) -> dict | None:
+    """The sources a run's corpus text was built from: as the run recorded them (an LM run does), else the pinned
+    text's where the run's fingerprint is the pin's (an adaptation run records only the fingerprint), else None."""
+    if isinstance(r.get("corpus_versions"), dict):
+        return r["corpus_versions"]
+    from coupled_qk.embedded import PINS, source_versions
+    pin = PINS.get(r["corpus"])
+    if pin is None or pin.fingerprint != r["corpus_fingerprint"]:
+        return None
+    return source_versions(dict(debian_packages=pin.packages, python=pin.python))
+
 class ArtifactWriter:
     "Write one artifact's figures, tables and provenance into `figures_dir/scale/artifact/`."
     def __init__(self, artifact: str, scale: str, figures_dir: str | Path, params: dict | None = None):
@@ -69,7 +80,7 @@ class ArtifactWriter:
                 self.runs.append(r["run_id"])
             if r.get("corpus") and r.get("corpus_fingerprint"):
                 self.fingerprints[r["corpus"]] = r["corpus_fingerprint"]
-                self.versions[r["corpus"]] = r.get("corpus_versions")
+                self.versions[r["corpus"]] = run_versions(r)
 
     def note(self, text: str): self.notes.append(text)
 

@@ -142,7 +142,7 @@ def rehearse(scale: str = "paper", artifacts=None, exact: bool = True, log=print
     rehearsed LM run). Nothing of the user's data or runs is touched: it all happens in `workdir` (a temporary
     folder by default). Returns one line per configuration; a configuration that fails raises, naming it."""
     from coupled_qk.registry import ARTIFACTS, plan
-    from coupled_qk.runner import trainer
+    from coupled_qk.calls import trainer
     # an adaptation run needs the real pretrained model, which no fixture stands in for (the finetune artifact is
     # measured at the small scales, which run it for real in minutes): it is not rehearsed
     everything = [r for r in plan(list(artifacts or ARTIFACTS), scale) if r.kind != "adapt"]

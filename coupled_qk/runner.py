@@ -5,241 +5,23 @@ rest through their experiment notebooks (one writer per run), then execute the a
 
 # %% ../nbs/09b_runner.ipynb #cd5228cd
 from __future__ import annotations
-import json, os, statistics, time
+import os, statistics, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from .settings import load_settings, UserError, writable_dir
-from .provenance import StateError, atomic_write, read_state
-from .registry import (ARTIFACTS, DEFAULT_ARTIFACTS, KINDS, SCALE_SPECS, Run, artifact_runs, is_done, plan, run_dir,
-                                 scale_spec)
-from .executors import Checkpointable, check_executor, distributed_env, make_executor
+from .provenance import StateError, read_state
+from .scales import SCALE_SPECS, scale_spec
+from .registry import ARTIFACTS, DEFAULT_ARTIFACTS, KINDS, Run, artifact_runs, is_done, plan, run_dir
+from .executors import check_executor, make_executor
+from .costs import MACS_PER_S, estimate_seconds, measured_throughput, recorded_seconds
+from .calls import RunCall, glue_dir_for, nbs_dir, run_notebook, typed_config, write_summary
 
 # %% auto #0
-__all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'ADAPT_S_PER_TOKEN', 'ADAPT_TEST_TOKENS', 'EXPERIMENTS', 'lm_macs_per_token',
-           'measured_throughput', 'estimate_seconds', 'adapt_seconds', 'nbs_dir', 'experiment_config', 'typed_config',
-           'trainer', 'train_seconds', 'RunCall', 'portable', 'write_summary', 'NotebookFailed', 'run_notebook',
-           'glue_dir_for', 'unavailable', 'prepare_corpora', 'prepare_data', 'prepare_adapt', 'ReproReport', 'describe',
-           'error_line', 'execute_runs', 'reproduce', 'recorded_seconds', 'print_plan', 'drift_lines']
-
-# %% ../nbs/09b_runner.ipynb #18a5bd6d
-# Multiply-accumulates per second of one training job: on this 2-core CPU one thread per job, two jobs at
-# once (measured: d 64 × 2 layers ran 20k tokens/s at 0.49M MACs a training token, d 96 × 3 layers 8.3k at 1.6M);
-# on a GPU, a rough guess for bf16, not a measurement.
-MACS_PER_S = {"cpu": 1.1e10, "cuda": 4.0e13}
-RUN_OVERHEAD_S = {"lm": 2, "mqar": 1, "glue": 2}    # a plain call in a worker that is already up (measured: about 1 s)
-
-def lm_macs_per_token(c: dict) -> float:
-    "Multiply-accumulates of one training token (forward and backward = 3 × forward) of an LM run's config."
-    from coupled_qk.model import PRESETS
-    p = PRESETS[c["preset"]]
-    d, layers = c.get("d_model") or p.d_model, c.get("n_layers") or p.n_layers
-    vocab = int(c["tokenizer"].split("-")[1]) if str(c.get("tokenizer", "")).startswith("bpe-") else p.vocab_size
-    coupling = 1 + 0.1 * (c.get("n_steps") or 1) if c["variant"] != "standard" else 1
-    return 3 * (12 * d * d * layers * coupling + vocab * d)
-
-def measured_throughput(figures_dir: Path | None = None) -> dict:
-    """(preset, variant) -> training tokens/s on a GPU, from what `scripts/gpu_check.sh` wrote into
-    figures/benchmark/cuda/: throughput.csv (compiled training runs of `coupled-qk train`, the trainer as
-    `reproduce` runs it) and summary.csv (the benchmark, its fastest mode). Where both have a preset and variant,
-    the training run's wins. Rows without a positive tokens/s are skipped; empty when neither file is there."""
-    import pandas as pd
-    folder = Path(figures_dir or load_settings().figures_dir) / "benchmark" / "cuda"
-    out = {}
-    for name in ("summary.csv", "throughput.csv"):      # the later file overrides the earlier
-        f = folder / name
-        if not f.is_file():
-            continue
-        df = pd.read_csv(f)
-        if not {"shape", "variant", "tokens_per_s"} <= set(df.columns):
-            raise UserError(f"{f}: needs the columns shape, variant and tokens_per_s (as scripts/gpu_check.sh writes it)")
-        df["tokens_per_s"] = pd.to_numeric(df.tokens_per_s, errors="coerce")
-        df = df[df.tokens_per_s > 0]
-        out.update({(s, v): float(t) for (s, v), t in df.groupby(["shape", "variant"])["tokens_per_s"].max().items()})
-    return out
-
-def estimate_seconds(run: Run, device_type: str = "cpu", measured: dict | None = None) -> float:
-    """Rough wall-clock of `run` as one of the parallel jobs on a device of this type: its multiply-accumulates at
-    MACS_PER_S, or its tokens at the measured GPU throughput (`measured_throughput`) where there is one."""
-    c = run.config
-    if run.kind == "lm":
-        from coupled_qk.model import PRESETS
-        seq = c.get("seq_len") or PRESETS[c["preset"]].seq_len
-        tokens = c["max_steps"] * c["batch_size"] * c.get("grad_accum", 1) * seq
-        evals = (c["max_steps"] // max(1, c.get("eval_every") or c["max_steps"]) + 2) * (c.get("eval_batches") or 50) \
-            * c["batch_size"] * seq / 3                 # evaluation is forward only: a third of a training token
-        tps = (measured or {}).get((c["preset"], c["variant"])) if device_type == "cuda" else None
-        if tps:
-            return RUN_OVERHEAD_S["lm"] + (tokens + evals) / tps
-        return RUN_OVERHEAD_S["lm"] + (tokens + evals) * lm_macs_per_token(c) / MACS_PER_S[device_type]
-    if run.kind == "mqar":
-        tps = 35_000 if device_type == "cpu" else 2_000_000     # measured: 33-36k tokens/s, one thread
-        from coupled_qk.mqar import MQAR_PRESETS
-        seq = c.get("seq_len") or MQAR_PRESETS[c["task"]].seq_len
-        return RUN_OVERHEAD_S["mqar"] + len(c["lrs"]) * c["steps"] * c["batch_size"] * seq / tps
-    if run.kind == "adapt":
-        return adapt_seconds(c, device_type)
-    n = c.get("max_train") or 50_000
-    return RUN_OVERHEAD_S["glue"] + c["epochs"] * n * 64 / (20_000 if device_type == "cpu" else 1_000_000)
-
-# An adaptation of SmolLM2-135M in its top two layers, one thread on this 2-core CPU with another job beside it
-# (measured: 2.2 s a step of 8 × 128 tokens through two layers and the output layer, 0.7 s a scoring batch; a step
-# of the whole model fine-tuned in full 18 s); a GPU's, a rough guess
-ADAPT_S_PER_TOKEN = {"cpu": dict(train=2.2e-3, score=7e-4, full=1.8e-2), "cuda": dict(train=2e-5, score=7e-6, full=2e-4)}
-ADAPT_TEST_TOKENS = 100_000        # about an embedded corpus's test split in SmolLM2's tokenizer
-
-def adapt_seconds(c: dict, device_type: str = "cpu") -> float:
-    "Rough wall-clock of an adaptation run's config `c`: its steps, its scoring, or the step-cost benchmark's rounds."
-    from coupled_qk.adapt import AdaptConfig
-    cfg = AdaptConfig(**c)
-    rate, per_step = ADAPT_S_PER_TOKEN[device_type], cfg.batch_size * cfg.seq_len
-    if cfg.method == "step_cost":
-        return RUN_OVERHEAD_S["lm"] + (cfg.cost_rounds + 1) * per_step * (3 * rate["train"] + rate["full"])
-    test = {"full": ADAPT_TEST_TOKENS, "prefix": cfg.test_batches * per_step, "none": 0}[cfg.test_scoring]
-    return RUN_OVERHEAD_S["lm"] + cfg.steps * per_step * rate["train"] + (cfg.val_batches * per_step + test) * rate["score"]
-
-# %% ../nbs/09b_runner.ipynb #f5494ded
-EXPERIMENTS = {k: f"experiments/{k}.ipynb" for k in KINDS}     # the same trainers, by hand (papermill)
-
-def nbs_dir() -> Path:
-    return load_settings().root / "nbs"
-
-def experiment_config(run: Run, out: Path, device: str | None = None, compile: bool = False) -> dict:
-    """The config fields of `run` as its trainer takes them: the run's config, with execution fields (device,
-    `compile` for an LM run, GLUE's data folder) and, for a GLUE run, its LM run's folder in place of its id.
-    Execution fields are not part of a run's identity: a compiled run has the eager run's id."""
-    config = dict(run.config, **({"device": device} if device else {}), **({"compile": True} if compile and run.kind == "lm" else {}))
-    lm = config.pop("lm_run", None)
-    if lm:
-        config["run"] = str(out.parent.parent / "lm" / lm)
-    if run.kind == "glue" and glue_dir_for() is not None:
-        config["glue_dir"] = str(glue_dir_for())
-    return config
-
-def typed_config(run: Run, out: Path, device: str | None = None, compile: bool = False):
-    "The trainer's config dataclass of `run` (validated when made)."
-    from coupled_qk.train import TrainConfig
-    from coupled_qk.mqar_train import MQARTrainConfig
-    from coupled_qk.glue import GlueConfig
-    from coupled_qk.adapt import AdaptConfig
-    kinds = {"lm": TrainConfig, "mqar": MQARTrainConfig, "glue": GlueConfig, "adapt": AdaptConfig}
-    return kinds[run.kind](**experiment_config(run, out, device, compile))
-
-def trainer(kind: str):
-    "The trainer function of a run kind: (config, out_dir, quiet=...) -> result."
-    if kind == "lm":
-        from coupled_qk.train import train
-        return train
-    if kind == "mqar":
-        from coupled_qk.mqar_train import train_mqar
-        return train_mqar
-    if kind == "adapt":
-        from coupled_qk.adapt import adapt
-        return adapt
-    from coupled_qk.glue import finetune
-    return finetune
-
-def train_seconds(res: dict) -> float:
-    "Seconds a result spent in training steps and evaluations."
-    return float(res.get("wall_clock_s") or 0) + float(res.get("eval_s") or 0)
-
-@dataclass
-class RunCall(Checkpointable):
-    "One run as a plain call of its trainer, wherever it executes; returns what the runner reports."
-    kind: str
-    run_id: str
-    config: object            # the trainer's config dataclass
-    out: str
-
-    def __call__(self) -> dict:
-        from filelock import FileLock
-        t0 = time.perf_counter()
-        distributed_env()
-        out = Path(self.out)
-        if int(os.environ.get("RANK", "0")) > 0:          # another rank of a data-parallel run: train, report nothing
-            trainer(self.kind)(self.config, out, quiet=True)
-            return dict(ran=True)
-        out.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(out / ".reproduce.lock")):
-            if (out / "result.json").is_file():
-                return dict(ran=False)
-            atomic_write(out / "run.json", json.dumps(dict(run_id=self.run_id, kind=self.kind), indent=1))
-            res = trainer(self.kind)(self.config, out, quiet=True)
-        seconds = time.perf_counter() - t0
-        return dict(ran=True, seconds=seconds, overhead_s=max(0.0, seconds - train_seconds(res)))
-
-def portable(x, runs_dir: Path | None = None):
-    """`x` (a run's result, any JSON-like value) with every absolute path named by where it lies instead: under the
-    runs folder as `<runs_dir>/...`, under a folder setting as `<setting>/...`, in the project as a relative path.
-    A path from another machine is read by its shape (`.../runs/<kind>/<id>`, `.../data/...`); anything else keeps
-    only its last part, `<elsewhere>/name`. A committed summary then says nothing about the machine that made it."""
-    from coupled_qk.settings import _PATH_KEYS
-    st = load_settings()
-    folders = {k: getattr(st, k) for k in _PATH_KEYS if getattr(st, k)} | {"runs_dir": Path(runs_dir or st.runs_dir)}
-    bases = sorted(folders.items(), key=lambda kv: (kv[0] != "runs_dir", -len(str(kv[1]))))   # runs first, then deepest
-
-    def one(path: str) -> str:
-        p = Path(path)
-        for name, base in bases:
-            if p == base or base in p.parents:
-                return f"<{name}>/{p.relative_to(base).as_posix()}".rstrip("/")
-        if st.root in p.parents:
-            return p.relative_to(st.root).as_posix()
-        parts = p.parts
-        for i in range(len(parts) - 2, 0, -1):               # the innermost folder that says what it is
-            if parts[i] == "runs":
-                return "<runs_dir>/" + "/".join(parts[i + 1:])
-            if parts[i] == "data":
-                return ("<shared_data_dir>/" if parts[i - 1] == "shared" else "<data_dir>/") + "/".join(parts[i + 1:])
-        return f"<elsewhere>/{p.name}"
-
-    def walk(v):
-        if isinstance(v, dict):
-            return {k: walk(w) for k, w in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [walk(w) for w in v]
-        return one(v) if isinstance(v, str) and v.startswith("/") else v
-    return walk(x)
-
-def write_summary(run: Run, runs_dir: Path, summaries: Path) -> Path:
-    """Condense a finished run into summaries/<run_id>.json: result (its paths made `portable`), config and evaluation
-    curve."""
-    from coupled_qk.runs import read_metrics
-    d = run_dir(run, runs_dir)
-    res = read_state(d / "result.json", "delete it, and the same command finishes the run again from its checkpoint")
-    curve = [m for m in read_metrics(d) if m.get("val_loss") is not None]
-    summaries.mkdir(parents=True, exist_ok=True)
-    out = summaries / f"{run.run_id}.json"
-    atomic_write(out, json.dumps(dict(run_id=run.run_id, kind=run.kind, config=run.config, result=portable(res, runs_dir),
-                                      curve=curve),
-                                 indent=1, default=str))
-    return out
-
-class NotebookFailed(UserError):
-    "A notebook raised while papermill executed it; the executed copy shows where."
-
-def run_notebook(nb: Path, out: Path, parameters: dict) -> Path:
-    """Execute notebook `nb` with papermill into `out` (its working directory is its own folder). The kernel's
-    start-up warnings are silenced; an error in a cell becomes one line naming the executed copy."""
-    import papermill as pm
-    try:
-        pm.execute_notebook(str(nb), str(out), parameters=parameters, cwd=str(nb.parent), kernel_name="python3",
-                            progress_bar=False, log_output=False, extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
-    except pm.PapermillExecutionError as e:
-        raise NotebookFailed(f"{nb.name} failed: {e.ename}: {' '.join(str(e.evalue).split())[:300]} "
-                             f"(the executed notebook: {out})") from None
-    return out
+__all__ = ['unavailable', 'prepare_corpora', 'prepare_data', 'prepare_adapt', 'ReproReport', 'describe', 'error_line',
+           'execute_runs', 'to_train', 'draw_artifacts', 'reproduce', 'print_plan', 'drift_lines']
 
 # %% ../nbs/09b_runner.ipynb #03683212
-def glue_dir_for() -> Path | None:
-    "Where GLUE comes from at the small scales: `local_glue`, else the shared samples; None = nowhere here."
-    st = load_settings()
-    if st.local_glue:
-        return st.local_glue
-    if st.shared_data_dir and (st.shared_data_dir / "glue").is_dir():
-        return st.shared_data_dir / "glue"
-    return None
-
 def unavailable(artifacts, scale: str) -> dict[str, str]:
     "Artifacts that cannot be made here, each with one line saying why and how to enable it."
     out = {}
@@ -300,8 +82,9 @@ def prepare_adapt(runs: list[Run]) -> None:
                  (() if cfg.method == "step_cost" else ("validation",)) + \
                  (() if cfg.test_scoring == "none" or cfg.method == "step_cost" else ("test",))
         for split in splits:
-            key = (cfg.model, cfg.corpus, cfg.top_layers, cfg.seq_len, split, cfg.steps * cfg.batch_size if split == "train"
-                   else cfg.val_batches * cfg.batch_size if split == "validation" else (cfg.test_scoring, cfg.test_batches * cfg.batch_size))
+            size = (cfg.steps * cfg.batch_size if split == "train" else cfg.val_batches * cfg.batch_size
+                    if split == "validation" else (cfg.test_scoring, cfg.test_batches * cfg.batch_size))
+            key = (cfg.model, cfg.corpus, cfg.top_layers, cfg.seq_len, split, size)
             needed.setdefault(key, (cfg, split))
     for cfg, split in needed.values():
         model = model if model is not None else quiet_pretrained(cfg.model)[0]
@@ -335,7 +118,8 @@ def describe(run: Run) -> str:
     c = run.config
     if run.kind == "adapt":                      # the method is what a run of the finetune artifact is
         lr = [f"lr {c['lr']:g}"] if "lr" in c and c.get("method") not in ("zero_shot", "step_cost") else []
-        return " ".join(["adapt", c.get("method", "coupling"), "seed", str(c.get("seed", 0)), str(c.get("corpus")), *lr])
+        return " ".join(["adapt", c.get("method", "coupling"), "seed", str(c.get("seed", 0)), str(c.get("corpus")),
+                         *lr])
     what = c.get("corpus") if run.kind == "lm" else c.get("task")
     apart = [f"{k} {v}" for k, v in run.tags.items() if k not in ("corpus_role", "stage", "task")]
     if run.tags.get("stage"):                    # an lr_sweep run: its values are the point
@@ -349,7 +133,7 @@ def error_line(e: BaseException) -> str:
     import re
     text = str(e)
     if "failed during processing with trace" in text:    # submitit's FailedJobError: the traceback, then the logs
-        raised = [m for m in re.finditer(r"^([A-Za-z_][\w.]*(?:Error|Exception|Diverged|Busy|Failed)): (.*)$", text, re.M)]
+        raised = list(re.finditer(r"^([A-Za-z_][\w.]*(?:Error|Exception|Diverged|Busy|Failed)): (.*)$", text, re.M))
         logs = re.findall(r"^\s*- (\S+\.err)$", text, re.M)
         if raised:
             name, msg = raised[-1].groups()
@@ -398,11 +182,13 @@ def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, ex
                     log(f"  skip {r.run_id} ({describe(r)}): a run it needs failed")
                     continue
                 if r.run_id in following:
-                    log(f"  following {r.run_id} ({describe(r)}): Slurm job {following[r.run_id].job_id}, submitted earlier")
+                    log(f"  following {r.run_id} ({describe(r)}): Slurm job {following[r.run_id].job_id}, "
+                        "submitted earlier")
                     pending[following[r.run_id]] = r
                     continue
                 out = run_dir(r, runs_dir)
-                todo_now.append((RunCall(r.kind, r.run_id, typed_config(r, out, devices[i % jobs], compile), str(out)), r))
+                cfg = typed_config(r, out, devices[i % jobs], compile)
+                todo_now.append((RunCall(r.kind, r.run_id, cfg, str(out)), r))
             handles = pool.submit_all([(call, r.run_id) for call, r in todo_now])    # on Slurm: one job array
             pending.update(zip(handles, (r for _, r in todo_now)))
             while pending:
@@ -430,6 +216,43 @@ def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, ex
     finally:
         pool.close()
 
+def to_train(runs: list[Run], runs_dir: Path, summaries: Path, rep: ReproReport, committed: bool,
+             redraw: bool = False) -> list[Run]:
+    """The runs of `runs` still to train. A run whose folder in `runs_dir` holds its result is done (its summary is
+    written again); with `committed`, so is a run whose summary is in `summaries`. Both count in `rep.cached`."""
+    todo = []
+    for r in runs:
+        if is_done(r, runs_dir):
+            rep.cached.append(r.run_id)
+            write_summary(r, runs_dir, summaries)
+        elif committed and (summaries / f"{r.run_id}.json").is_file():
+            rep.cached.append(r.run_id)
+        else:
+            todo.append(r)
+    # a run another run starts from (a GLUE fine-tune reads its LM run's checkpoint) must be in runs_dir: a committed
+    # summary alone does not stand in for it, so with --reuse-committed it trains again (the same numbers, its own id)
+    needed = {n for r in todo for n in r.needs}
+    again = [r for r in runs if r.run_id in needed and r.run_id in rep.cached and not is_done(r, runs_dir)]
+    if again and not redraw:
+        rep.cached = [i for i in rep.cached if i not in {r.run_id for r in again}]
+        todo = again + todo
+    return todo
+
+def draw_artifacts(artifacts, scale: str, budget: float, jobs: int, runs_dir: Path, figures_dir: Path,
+                   rep: ReproReport, log=print) -> None:
+    """Execute the artifact notebooks, `jobs` kernels at once (they are independent), each into
+    runs_dir/artifacts/<scale>/; they report in order, and the first failure is raised."""
+    out_nbs = runs_dir / "artifacts" / scale
+    out_nbs.mkdir(parents=True, exist_ok=True)
+    def draw(a):
+        nb = nbs_dir() / ARTIFACTS[a].notebook
+        return run_notebook(nb, out_nbs / nb.name,
+                            dict(scale=scale, budget=budget, figures_dir=str(figures_dir), runs_dir=str(runs_dir)))
+    with ThreadPoolExecutor(max(1, min(jobs, len(artifacts)))) as pool:
+        for a, _ in zip(artifacts, pool.map(draw, artifacts)):
+            rep.artifact_dirs.append(str(figures_dir / scale / a))
+            log(f"  artifact {a}: {figures_dir / scale / a}")
+
 def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float = 1.0, redraw: bool = False,
               runs_dir: Path | None = None, figures_dir: Path | None = None, log=print,
               executor: str | None = None, compile: bool = False, reuse_committed: bool = False) -> ReproReport:
@@ -455,27 +278,13 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
         log(why)
     artifacts = [a for a in artifacts if a not in rep.skipped]
     runs = plan(artifacts, scale, budget)
-    todo = []
-    for r in runs:
-        if is_done(r, runs_dir):
-            rep.cached.append(r.run_id)
-            write_summary(r, runs_dir, summaries)
-        elif (redraw or reuse_committed) and (summaries / f"{r.run_id}.json").is_file():
-            rep.cached.append(r.run_id)
-        else:
-            todo.append(r)
-    # a run another run starts from (a GLUE fine-tune reads its LM run's checkpoint) must be in runs_dir: a committed
-    # summary alone does not stand in for it, so with --reuse-committed it trains again (the same numbers, its own id)
-    needed = {n for r in todo for n in r.needs}
-    again = [r for r in runs if r.run_id in needed and r.run_id in rep.cached and not is_done(r, runs_dir)]
-    if again and not redraw:
-        rep.cached = [i for i in rep.cached if i not in {r.run_id for r in again}]
-        todo = again + todo
+    todo = to_train(runs, runs_dir, summaries, rep, redraw or reuse_committed, redraw)
     if redraw and todo:
         raise UserError(f"redraw: {len(todo)} of {len(runs)} runs have neither a result nor a summary in {summaries} "
                         f"(e.g. {todo[0].run_id}; summaries made on other data or code have other ids); "
                         "train them (redraw off)")
-    log(f"{scale}: {len(runs)} runs, {len(rep.cached)} already done, {len(todo)} to run with {jobs} job(s) ({executor})")
+    log(f"{scale}: {len(runs)} runs, {len(rep.cached)} already done, {len(todo)} to run with {jobs} job(s) "
+        f"({executor})")
     t0 = time.time()
     prepare_data(todo)
     if todo:
@@ -485,28 +294,11 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
         raise UserError(f"{len(rep.failed)} run(s) failed: {', '.join(rep.failed[:5])}; each one's error is above, its "
                         f"folder under {runs_dir}; finished runs are kept, so running the same command again resumes")
     t1 = time.time()
-    out_nbs = runs_dir / "artifacts" / scale
-    out_nbs.mkdir(parents=True, exist_ok=True)
-    def draw(a):                             # the artifact notebooks are independent: `jobs` kernels at once
-        nb = nbs_dir() / ARTIFACTS[a].notebook
-        return run_notebook(nb, out_nbs / nb.name,
-                            dict(scale=scale, budget=budget, figures_dir=str(figures_dir), runs_dir=str(runs_dir)))
-    with ThreadPoolExecutor(max(1, min(jobs, len(artifacts)))) as pool:
-        for a, _ in zip(artifacts, pool.map(draw, artifacts)):     # in order; the first failure is raised
-            rep.artifact_dirs.append(str(figures_dir / scale / a))
-            log(f"  artifact {a}: {figures_dir / scale / a}")
+    draw_artifacts(artifacts, scale, budget, jobs, runs_dir, figures_dir, rep, log)
     rep.artifact_seconds = time.time() - t1
     return rep
 
 # %% ../nbs/09b_runner.ipynb #e276b00e
-def recorded_seconds(run: Run, summaries: Path) -> float | None:
-    "What `run` took when its committed summary was made (training and evaluation), or None where there is none."
-    try:
-        res = read_state(summaries / f"{run.run_id}.json", "")["result"]
-    except (StateError, KeyError, TypeError):
-        return None
-    return float(res["wall_clock_s"]) + float(res.get("eval_s") or 0) if res.get("wall_clock_s") else None
-
 def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type: str, jobs: int = 1,
                figures_dir: Path | None = None, reuse_committed: bool = False):
     """The plan, what is done, and its estimated cost (in GPU-hours at the paper scale, with a warning on a CPU). On
@@ -530,15 +322,18 @@ def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type
     print(f"unique runs: {len(runs)}; to run: {len(todo)} ({', '.join(f'{n} {k}' for k, n in kinds.items() if n)})")
     if scale == "paper" or device_type == "cuda":
         gpu_h = sum(estimate_seconds(r, "cuda", measured) for r in todo) / 3600
-        src = ("measured tokens/s from figures/benchmark/cuda/ (throughput.csv, summary.csv) where there is one, else " if measured else "") + \
+        src = ("measured tokens/s from figures/benchmark/cuda/ (throughput.csv, summary.csv) where there is one, "
+               "else " if measured else "") + \
               f"{MACS_PER_S['cuda']:.1e} MAC/s per GPU, a rough bf16 guess"
         print(f"estimated training time: {gpu_h:,.0f} GPU-hours ({src}); spread it over GPUs with --jobs, or over a "
               "cluster with --executor slurm")
     if scale == "paper" and device_type == "cpu":
         print(f"warning: this machine has no GPU; the paper scale would take about {est / 3600 / 24 / 365:,.0f} years "
-              "of one CPU job here; run it on GPUs (scripts/gpu_check.sh measures one), or rehearse it here with --rehearse")
+              "of one CPU job here; run it on GPUs (scripts/gpu_check.sh measures one), or rehearse it here with "
+              "--rehearse")
     else:
-        print(f"estimated training time: {est / 60:.0f} min of one {device_type} job, about {est / 60 / jobs:.0f} min at "
+        print(f"estimated training time: {est / 60:.0f} min of one {device_type} job, about {est / 60 / jobs:.0f} min "
+              "at "
               f"--jobs {jobs} ({n_rec} of {len(todo)} runs at the wall-clock their committed summaries recorded, the "
               f"rest modelled), plus about {len(artifacts) * 25 / 60 / jobs:.0f} min for the artifact notebooks")
 

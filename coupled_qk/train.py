@@ -13,29 +13,31 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from .attention import VARIANTS, POSITIONAL
 from .model import GPT, GPTConfig, PRESETS, model_config, n_params, coupling_params, dt_per_head
 from .documents import SPLITS, DataError
 from .embedded import source_versions
 from .corpora import load_corpus, known_fingerprint, prepare, check_corpus
-from .tokens import get_tokenizer, token_cache, eval_batches, eval_tokens, check_tokenizer
+from .tokens import get_tokenizer, token_cache, eval_tokens, check_tokenizer
 from .settings import load_settings, resolve_device, ConfigError, check_choice, check_fields, check_number
-from .runs import (OpenRun, open_run, check_run_folder, config_hash, default_run_dir, finished_result, truncate_metrics, check_same_run, rng_state,
-                             set_rng_state, save_checkpoint, load_checkpoint)
+from .runs import (OpenRun, open_run, check_run_folder, config_hash, default_run_dir, finished_result,
+                             truncate_metrics, check_same_run, rng_state, set_rng_state, save_checkpoint,
+                             load_checkpoint)
 from .optim import make_optimizer, cosine_lr
 from .distributed import Dist, init_dist, all_sum, rank_batch
+from .evaluation import autocast, evaluate, score_documents
 
 # %% auto #0
 __all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'TEST_SCORING', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'TrainConfig',
-           'data_identity', 'lr_at', 'autocast', 'rank_rows', 'evaluate', 'doc_ids', 'rank_doc_sums', 'score_documents',
-           'TrainingDiverged', 'check_split_sizes', 'train', 'setup', 'restore', 'train_step', 'test_pass', 'result']
+           'data_identity', 'lr_at', 'TrainingDiverged', 'check_split_sizes', 'train', 'setup', 'restore', 'train_step',
+           'test_pass', 'result', 'save_state', 'forwards', 'log_step']
 
 # %% ../nbs/05_train.ipynb #f5b8d07a
 DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-1024", "small": "bpe-4096"}      # others (the paper presets): gpt2
 DTYPES = ("auto", "float32", "bfloat16")
 TEST_SCORING = ("full", "prefix")     # the final test pass: the whole split, or eval_batches batches
-MODEL_OVERRIDES = ("n_steps", "dt_init", "learn_dt", "subln_gain", "d_model", "n_layers", "n_heads", "seq_len", "positional", "dropout", "mlp_hidden")
+MODEL_OVERRIDES = ("n_steps", "dt_init", "learn_dt", "subln_gain", "d_model", "n_layers", "n_heads", "seq_len",
+                   "positional", "dropout", "mlp_hidden")
 
 # Default budgets of the presets: a few minutes at smoke, cpu and small, the paper's token count at the paper's sizes.
 PRESET_BUDGETS = {"smoke": dict(max_steps=200), "cpu": dict(max_steps=2000), "small": dict(max_steps=2000)}
@@ -47,13 +49,16 @@ class TrainConfig:
     preset: str = "smoke"              # model shape: a key of PRESETS
     variant: str = "standard"          # attention variant: one of VARIANTS
     corpus: str = "pydocs"             # the text: an embedded or hub corpus, pydocs@VERSION, NAME=PATH or a path
-    tokenizer: str | None = None       # None = the preset's (bytes at smoke, bpe-1024 at cpu, bpe-4096 at small, gpt2 at paper presets)
+    tokenizer: str | None = None       # None = the preset's (bytes at smoke, bpe-1024 at cpu, bpe-4096 at small,
+                                       # gpt2 at paper presets)
     seed: int = 0                      # one seed fixes the initial weights and the order of the batches
     # model overrides (None = the preset's value)
     n_steps: int | None = None         # integration steps of the coupled dynamics
     dt_init: float | None = None       # initial step size Δt of the dynamics
-    learn_dt: bool | None = None       # False: Δt stays at dt_init (with dt_init 0, a coupled variant trains as its parent)
-    subln_gain: float | None = None    # differential variants: their sub-layer norm's gain at init (None = 1, the reference)
+    learn_dt: bool | None = None       # False: Δt stays at dt_init (with dt_init 0, a coupled variant trains as its
+                                       # parent)
+    subln_gain: float | None = None    # differential variants: their sub-layer norm's gain at init (None = 1, the
+                                       # reference)
     d_model: int | None = None         # model width
     n_layers: int | None = None        # transformer blocks
     n_heads: int | None = None         # attention heads (must divide d_model)
@@ -75,7 +80,8 @@ class TrainConfig:
     # evaluation
     eval_every: int = 200              # steps between validation passes; 0 = only at the end
     eval_batches: int | None = None    # batches per validation pass; None = a full deterministic pass over the split
-    test_scoring: str = "full"         # final test pass: full (the whole split, per document) or prefix (eval_batches batches)
+    test_scoring: str = "full"         # final test pass: full (the whole split, per document) or prefix
+                                       # (eval_batches batches)
     # execution (not part of the run's identity)
     device: str | None = None          # auto, cpu, cuda, cuda:N or mps; None = the `device` setting
     dtype: str = "auto"                # auto: bf16 autocast on CUDA, float32 elsewhere
@@ -113,11 +119,13 @@ class TrainConfig:
         if self.min_lr is None:
             self.min_lr = self.lr / 10
         if self.min_lr > self.lr:
-            raise ConfigError(f"min_lr={self.min_lr} is above lr={self.lr}; the schedule decays from lr to min_lr", "min_lr")
+            raise ConfigError(f"min_lr={self.min_lr} is above lr={self.lr}; the schedule decays from lr to min_lr",
+                              "min_lr")
         per_step = self.batch_size * self.grad_accum * self.block_size
         if self.max_tokens is not None and self.max_tokens < per_step:
-            raise ConfigError(f"max_tokens={self.max_tokens} is less than one optimiser step (batch_size × grad_accum × "
-                              f"seq_len = {per_step:,} tokens); give max_tokens={per_step} or more", "max_tokens")
+            raise ConfigError(f"max_tokens={self.max_tokens} is less than one optimiser step (batch_size × "
+                              f"grad_accum × seq_len = {per_step:,} tokens); give max_tokens={per_step} or more",
+                              "max_tokens")
         try:
             self.model_config(vocab_size=8)                    # shape errors now, not after loading data
         except ValueError as e:
@@ -148,84 +156,13 @@ def data_identity(corpus: str, tokenizer: str) -> dict:
     """Fingerprints of a corpus (prepared here, else the pinned one of an embedded corpus) and of a tokenizer
     (a trained BPE depends on its corpus; gpt2 and bytes on nothing but their name)."""
     fp = known_fingerprint(corpus)
-    return dict(corpus_fingerprint=fp, tokenizer_fingerprint=f"{tokenizer}:{fp}" if tokenizer.startswith("bpe-") else tokenizer)
+    return dict(corpus_fingerprint=fp,
+                tokenizer_fingerprint=f"{tokenizer}:{fp}" if tokenizer.startswith("bpe-") else tokenizer)
 
 # %% ../nbs/05_train.ipynb #a1b2c3d4
 def lr_at(step: int, cfg: TrainConfig, total: int) -> float:
     "The schedule of a TrainConfig."
     return cosine_lr(step, cfg.lr, cfg.min_lr, cfg.warmup_steps, total)
-
-# %% ../nbs/05_train.ipynb #5d625db4
-def autocast(device: torch.device, dtype: str):
-    "bf16 autocast on CUDA (dtype auto or bfloat16), nothing otherwise."
-    bf16 = dtype == "bfloat16" or (dtype == "auto" and device.type == "cuda")
-    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
-
-def rank_rows(n: int, d: Dist) -> slice:
-    "This rank's rows of a batch of `n` windows: consecutive shares of ceil(n / world size), the last one shorter."
-    return slice(*(min(n, math.ceil(n / d.world_size) * r) for r in (d.rank, d.rank + 1)))
-
-@torch.no_grad()
-def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dtype: str = "auto",
-             max_batches: int | None = None, d: Dist = Dist()) -> float:
-    """Mean cross-entropy per token of a deterministic pass over `tokens`. A compiled `model` runs the full batches;
-    a shorter last batch runs eagerly (its new shape would otherwise compile a second graph)."""
-    eager = getattr(model, "_orig_mod", model)
-    was = model.training
-    model.eval()
-    tot, n = 0.0, 0
-    for x, y in eval_batches(tokens, batch_size * d.world_size, seq_len, max_batches):
-        rows = rank_rows(len(x), d)
-        if rows.stop <= rows.start:
-            continue
-        x, y = x[rows].to(device), y[rows].contiguous().to(device)     # y is a strided view of the windows
-        with autocast(device, dtype):
-            loss = (model if len(x) == batch_size else eager)(x, y)[1]
-        tot += float(loss) * y.numel()
-        n += y.numel()
-    model.train(was)
-    tot, n = all_sum([tot, float(n)], d, device)
-    return tot / n
-
-def doc_ids(tokens, eot_id: int) -> np.ndarray:
-    "The document of every position of a split: how many end-of-text tokens come before it."
-    eot = np.asarray(tokens) == eot_id
-    return np.concatenate([[0], np.cumsum(eot[:-1], dtype=np.int64)])
-
-@torch.no_grad()
-def rank_doc_sums(model: nn.Module, tokens, eot_id: int, batch_size: int, seq_len: int, device, dtype: str = "auto",
-                  d: Dist = Dist()) -> tuple[np.ndarray, np.ndarray]:
-    """This rank's share of a full pass over `tokens` (`evaluate`'s batches and windows, all of them): per document,
-    the summed cross-entropy of its targets (float64) and their number."""
-    eager = getattr(model, "_orig_mod", model)
-    was = model.training
-    model.eval()
-    docs = doc_ids(tokens, eot_id)
-    loss, count = np.zeros(int(docs[-1]) + 1), np.zeros(int(docs[-1]) + 1, dtype=np.int64)
-    first = 0                                      # the split's window index of the batch's first row
-    for x, y in eval_batches(tokens, batch_size * d.world_size, seq_len):
-        rows = rank_rows(len(x), d)
-        w0, first = first + rows.start, first + len(x)
-        if rows.stop <= rows.start:
-            continue
-        x, y = x[rows].to(device), y[rows].contiguous().to(device)
-        with autocast(device, dtype):
-            logits = (model if len(x) == batch_size else eager)(x, y)[0]     # evaluate's call: the same graph
-        tok_loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none").double().cpu().numpy()
-        ids = docs[w0 * seq_len + 1:w0 * seq_len + 1 + len(tok_loss)]    # window w predicts positions wT+1 … wT+T
-        loss += np.bincount(ids, weights=tok_loss, minlength=len(loss))
-        count += np.bincount(ids, minlength=len(count))
-    model.train(was)
-    return loss, count
-
-def score_documents(model: nn.Module, tokens, eot_id: int, batch_size: int, seq_len: int, device, dtype: str = "auto",
-                    d: Dist = Dist()) -> dict:
-    """A full deterministic pass over `tokens`, summed over ranks: the mean loss per token, the tokens scored, and each
-    document's summed loss and token count."""
-    loss, count = rank_doc_sums(model, tokens, eot_id, batch_size, seq_len, device, dtype, d)
-    total = all_sum(loss.tolist() + count.astype(float).tolist(), d, device)
-    loss, count = total[:len(loss)], [int(round(c)) for c in total[len(loss):]]
-    return dict(loss=math.fsum(loss) / sum(count), tokens=sum(count), doc_loss=loss, doc_tokens=count)
 
 # %% ../nbs/05_train.ipynb #427a22ca
 class TrainingDiverged(RuntimeError):
@@ -374,6 +311,43 @@ def result(cfg: TrainConfig, run: OpenRun, d: Dist, corpus, tok, mcfg: GPTConfig
                 val_loss=val_loss, val_ppl=math.exp(val_loss), test_loss=test_loss, test_ppl=math.exp(test_loss),
                 **test, dt=dt_per_head(model))
 
+def save_state(run: OpenRun, cfg: TrainConfig, model, opt, data_gen, s: _State, d: Dist) -> None:
+    "Write the checkpoint: the model, the optimiser, every rank's data stream and the step's counters."
+    states = [rng_state(data_gen)]
+    if d.world_size > 1:
+        import torch.distributed as dist
+        states = [None] * d.world_size
+        dist.all_gather_object(states, rng_state(data_gen))
+    if d.main:
+        save_checkpoint(run.out / "ckpt.pt", dict(model=model.state_dict(), optimizer=opt.state_dict(), step=s.step,
+                                                  tokens=s.seen, elapsed=s.elapsed, eval_s=s.eval_s, rng=states,
+                                                  config=asdict(cfg), config_hash=run.config_hash,
+                                                  world_size=d.world_size))
+
+def forwards(model, cfg: TrainConfig, device, d: Dist):
+    "(training's forward, evaluation's forward): compiled first where `cfg.compile`, then training's wrapped in DDP."
+    fwd = torch.compile(model) if cfg.compile else model           # compile first, then wrap (as nanoGPT)
+    ev = fwd                                                       # evaluation runs compiled too (its own graph)
+    if d.world_size > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        fwd = DDP(fwd, device_ids=[device.index] if device.type == "cuda" else None)
+    return fwd, ev
+
+def log_step(run: OpenRun, bar, s: _State, device, train_loss: float, lr: float, since: tuple, val=None):
+    """Log the step just taken: its loss, lr and tokens/s since `since` (time, tokens seen), the training time up to
+    now added to `s.elapsed`; then, where `val` is given, its validation pass, whose value is returned."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    now = time.perf_counter()
+    s.elapsed += now - since[0]
+    tps = (s.seen - since[1]) / max(now - since[0], 1e-9)
+    v = val() if val else None
+    run.log(dict(step=s.step, tokens=s.seen, train_loss=train_loss, val_loss=v,
+                 val_ppl=math.exp(v) if v is not None else None, lr=lr, elapsed=round(s.elapsed, 3),
+                 tokens_per_s=round(tps, 1)))
+    bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tps:,.0f}", **({"val": f"{v:.3f}"} if v else {}))
+    return v
+
 def _train(cfg: TrainConfig, run: OpenRun, d: Dist, st: dict | None, corpus, tok, tokens, quiet: bool,
            stop_at: int | None) -> dict:
     device, out, ckpt = run.device, run.out, run.out / "ckpt.pt"
@@ -383,24 +357,9 @@ def _train(cfg: TrainConfig, run: OpenRun, d: Dist, st: dict | None, corpus, tok
     if st is not None:
         s = restore(st, model, opt, data_gen, d, run)
         _say(f"resuming {out} at step {s.step}/{total}", quiet, d)
-    fwd = torch.compile(model) if cfg.compile else model           # compile first, then wrap (as nanoGPT)
-    ev = fwd                                                       # evaluation runs compiled too (its own graph)
-    if d.world_size > 1:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        fwd = DDP(fwd, device_ids=[device.index] if device.type == "cuda" else None)
+    fwd, ev = forwards(model, cfg, device, d)
     T, B = mcfg.seq_len, cfg.batch_size
     step_tokens = d.world_size * B * cfg.grad_accum * T
-
-    def save():
-        states = [rng_state(data_gen)]
-        if d.world_size > 1:
-            import torch.distributed as dist
-            states = [None] * d.world_size
-            dist.all_gather_object(states, rng_state(data_gen))
-        if d.main:
-            save_checkpoint(ckpt, dict(model=model.state_dict(), optimizer=opt.state_dict(), step=s.step, tokens=s.seen,
-                                       elapsed=s.elapsed, eval_s=s.eval_s, rng=states, config=asdict(cfg),
-                                       config_hash=run.config_hash, world_size=d.world_size))
 
     def val():
         t = time.perf_counter()
@@ -429,22 +388,12 @@ def _train(cfg: TrainConfig, run: OpenRun, d: Dist, st: dict | None, corpus, tok
         bar.update(1)
         do_eval = s.step == total or (cfg.eval_every and s.step % cfg.eval_every == 0)
         if do_eval or s.step % cfg.log_every == 0 or s.step == 1:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            now = time.perf_counter()
-            s.elapsed += now - t0
-            tps = (s.seen - tok0) / max(now - t0, 1e-9)
-            v = val() if do_eval else None
-            if v is not None:
-                last_val = v
-            run.log(dict(step=s.step, tokens=s.seen, train_loss=train_loss, val_loss=v,
-                         val_ppl=math.exp(v) if v is not None else None, lr=lr, elapsed=round(s.elapsed, 3),
-                         tokens_per_s=round(tps, 1)))
-            bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tps:,.0f}", **({"val": f"{v:.3f}"} if v else {}))
+            v = log_step(run, bar, s, device, train_loss, lr, (t0, tok0), val if do_eval else None)
+            last_val = v if v is not None else last_val
             t0, tok0 = time.perf_counter(), s.seen
         if s.step % cfg.ckpt_every == 0 or s.step == total or s.step == stop_at:
             s.elapsed += time.perf_counter() - t0
-            save()
+            save_state(run, cfg, model, opt, data_gen, s, d)
             t0, tok0 = time.perf_counter(), s.seen
         if stop_at is not None and s.step >= stop_at and s.step < total:
             bar.close()

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def the_pair(scale: str) -> list:
-    from coupled_qk.registry import artifact_runs, scale_spec
+    from coupled_qk.registry import artifact_runs
+    from coupled_qk.scales import scale_spec
     seed = scale_spec(scale).seeds[0]
     runs = [r for r in artifact_runs("main_table", scale) if r.config["seed"] == seed and not r.tags.get("control")
             and r.config["variant"] in ("standard", "hamiltonian")]
@@ -32,7 +33,7 @@ def train_one(scale: str, run_id: str, out: str, threads: int) -> None:
     "In a fresh process whose thread count is set before torch starts: train one registry run into `out`."
     import torch
     torch.set_num_threads(threads)
-    from coupled_qk.runner import trainer, typed_config
+    from coupled_qk.calls import trainer, typed_config
     run = next(r for r in the_pair(scale) if r.run_id == run_id)
     trainer(run.kind)(typed_config(run, Path(out), device="cpu"), Path(out), quiet=True)
 

@@ -52,7 +52,7 @@ def data_parallel_equals_one_process(pool, tmp_path, timeout: float) -> None:
     """One run trained by one task at batch 8, and by two tasks at batch 4 each (data-parallel, gloo on CPU), logs
     the same curve. `pool(folder, tasks)` is the executor's pool for jobs of that many tasks."""
     import json, time
-    from coupled_qk.runner import RunCall
+    from coupled_qk.calls import RunCall
     from coupled_qk.train import TrainConfig
     base = dict(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=12, eval_every=6, log_every=1,
                 ckpt_every=6, eval_batches=2, device="cpu")

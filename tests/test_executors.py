@@ -45,7 +45,7 @@ def test_interrupted_job_is_requeued_and_resumes_exactly(tmp_path, monkeypatch):
     import signal
     import time
     from coupled_qk.executors import SubmititPool
-    from coupled_qk.runner import RunCall
+    from coupled_qk.calls import RunCall
     from coupled_qk.train import TrainConfig
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     cfg = TrainConfig(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=600, batch_size=8,

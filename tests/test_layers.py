@@ -10,10 +10,11 @@ PKG = ROOT / "coupled_qk"
 LAYERS = {
     "cli": 6,
     "runner": 5, "rehearsal": 5, "results": 5, "registry": 5, "executors": 5, "bench": 5, "hf": 5, "export": 5, "adapt": 5,
-    "train": 4, "mqar_train": 4, "glue": 4, "runs": 4, "distributed": 4, "optim": 4,
+    "scales": 5, "calls": 5, "costs": 5,
+    "train": 4, "mqar_train": 4, "glue": 4, "runs": 4, "distributed": 4, "optim": 4, "evaluation": 4,
     "corpora": 3, "tokens": 3, "documents": 3, "embedded": 3, "debian": 3, "mqar": 3, "model": 3, "attention": 3,
     "invertible": 3, "integrators": 3, "plots": 3,
-    "stats": 1, "settings": 0, "provenance": 1,
+    "stats": 1, "hierarchy": 1, "settings": 0, "provenance": 1,
 }
 
 

@@ -115,7 +115,7 @@ def test_committed_outputs_hold_no_machine_paths_or_warnings():
 
 def test_committed_run_summaries_name_no_machine_path():
     """Run summaries name a folder by the setting that placed it (`<runs_dir>/lm/<id>`, `<shared_data_dir>/glue`) or
-    relative to the project (`runner.portable`), never by the absolute path of the machine that trained them."""
+    relative to the project (`calls.portable`), never by the absolute path of the machine that trained them."""
     found = [f"{p.relative_to(ROOT)}: {m.group(0)!r}" for p in sorted((ROOT / "figures").glob("*/runs/*.json"))
              for m in [ABSOLUTE.search(p.read_text())] if m]
     assert not found, "\n".join(found[:10])

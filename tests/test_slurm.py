@@ -167,7 +167,7 @@ def test_time_limit_and_preemption_requeue_and_resume_exactly(cluster, tmp_path,
     `scontrol requeue`); another is preempted (`scancel --signal=USR2`) once it has a checkpoint. Both come back from
     the queue and resume from their checkpoint: the metrics of the same run never interrupted."""
     from coupled_qk.executors import SubmititPool
-    from coupled_qk.runner import RunCall
+    from coupled_qk.calls import RunCall
     from coupled_qk.train import TrainConfig
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     cfg = TrainConfig(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=2000, batch_size=8,
