@@ -133,7 +133,8 @@ def relative_change_ci(a, b, n_boot: int = 10_000, confidence: float = 0.95, see
 
 # %% ../nbs/07a_comparisons.ipynb #041910b5
 def variance_ratio_test(a, b, confidence: float = 0.95) -> dict:
-    "Seed-spread comparison of b against a: std ratio s_b/s_a with its F interval, F = s_b²/s_a² with two-sided p, Brown–Forsythe p."
+    """Seed-spread comparison of b against a: std ratio s_b/s_a with its F interval, F = s_b²/s_a² with two-sided p,
+    Brown–Forsythe p."""
     a, b = finite(a), finite(b)
     sa = float(np.std(a, ddof=1)) if len(a) > 1 else math.nan
     sb = float(np.std(b, ddof=1)) if len(b) > 1 else math.nan
@@ -152,7 +153,8 @@ def variance_ratio_test(a, b, confidence: float = 0.95) -> dict:
     bf = stats.levene(b, a, center="median") if min(len(a), len(b)) >= 3 else None
     lo, hi = f / dist.ppf(0.5 + confidence / 2), f / dist.ppf(0.5 - confidence / 2)
     out.update(std_ratio=sb / sa, std_ratio_ci_low=math.sqrt(lo), std_ratio_ci_high=math.sqrt(hi), f_ratio=f,
-               f_p=float(min(1.0, 2 * min(dist.cdf(f), dist.sf(f)))), bf_stat=float(bf.statistic) if bf else math.nan, bf_p=float(bf.pvalue) if bf else math.nan)
+               f_p=float(min(1.0, 2 * min(dist.cdf(f), dist.sf(f)))), bf_stat=float(bf.statistic) if bf else math.nan,
+               bf_p=float(bf.pvalue) if bf else math.nan)
     return out
 
 # %% ../nbs/07a_comparisons.ipynb #5e1ec7b1
@@ -234,7 +236,8 @@ def compare(results: pd.DataFrame, metric: str, group_col: str = "variant", base
 
 # %% ../nbs/07a_comparisons.ipynb #cb4e0914
 def mean_test(d, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, power: float = 0.8) -> dict:
-    "One-sample view of differences d (already formed): mean, sd, t-test of mean 0, d_z, t and bootstrap intervals of the mean, MDE."
+    """One-sample view of differences d (already formed): mean, sd, t-test of mean 0, d_z, t and bootstrap intervals of
+    the mean, MDE."""
     d = finite(d)
     n, nan = len(d), math.nan
     out = dict(n=n, mean=float(d.mean()) if n else nan, sd=nan, t=nan, df=nan, p=nan, dz=nan,
@@ -259,7 +262,8 @@ def mean_test(d, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, 
     return out
 
 def paired_test(a, b, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, power: float = 0.8) -> dict:
-    "Paired comparison of b against a, matched by position (seed): `mean_test` of the per-seed relative changes (b-a)/a, as `rel_change`."
+    """Paired comparison of b against a, matched by position (seed): `mean_test` of the per-seed relative changes
+    (b-a)/a, as `rel_change`."""
     a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
     if a.shape != b.shape:
         raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
@@ -271,12 +275,13 @@ def paired_test(a, b, n_boot: int = 10_000, confidence: float = 0.95, seed: int 
 # %% ../nbs/07a_comparisons.ipynb #108d7650
 def pair(results: pd.DataFrame, metric: str, group: str, baseline: str, group_col: str = "variant",
          pair_col: str = "seed") -> pd.DataFrame:
-    "`metric` of `baseline` (column a) and `group` (column b) side by side, one row per `pair_col` value finite in both."
+    "`metric` of `baseline` (column a) and `group` (column b) side by side, a row per `pair_col` value finite in both."
     def one(g):
         d = results.loc[results[group_col] == g, [pair_col, metric]]
         d = d[np.isfinite(d[metric].astype(float))]
         if d[pair_col].duplicated().any():
-            raise ValueError(f"{group_col} {g!r} has more than one run per {pair_col}: filter to one run per {pair_col} first")
+            raise ValueError(f"{group_col} {g!r} has more than one run per {pair_col}: "
+                             f"filter to one run per {pair_col} first")
         return d.set_index(pair_col)[metric].astype(float)
     return pd.concat([one(baseline).rename("a"), one(group).rename("b")], axis=1, join="inner").sort_index()
 
@@ -287,7 +292,8 @@ PAIRED_COLUMNS = ["group", "baseline", "n", "seeds", "summary", "summary_base", 
 def compare_paired(results: pd.DataFrame, metric: str, group_col: str = "variant", baseline: str = "standard",
                    groups=None, pair_col: str = "seed", lower_is_better: bool = True, alpha: float = 0.05,
                    n_boot: int = 10_000, seed: int = 0, power: float = 0.8, digits: int = 2) -> pd.DataFrame:
-    "One row per non-baseline group: paired statistics of `metric` against `baseline` over shared seeds, Holm across rows; Welch as the check."
+    """One row per non-baseline group: paired statistics of `metric` against `baseline` over shared seeds, Holm across
+    rows; Welch as the check."""
     groups = comparison_groups(results, baseline, group_col, groups, (metric, group_col, pair_col))
     base_all = finite(results.loc[results[group_col] == baseline, metric])
     rows = []
@@ -300,7 +306,8 @@ def compare_paired(results: pd.DataFrame, metric: str, group_col: str = "variant
         rows.append(dict(group=g, baseline=baseline, n=t["n"], seeds=" ".join(str(s) for s in pr.index),
                          summary=fmt_mean_std(pr.b, digits), summary_base=fmt_mean_std(pr.a, digits),
                          rel_change_pct=100 * t["rel_change"], t_ci_low_pct=100 * t["t_ci_low"],
-                         t_ci_high_pct=100 * t["t_ci_high"], ci_low_pct=100 * t["ci_low"], ci_high_pct=100 * t["ci_high"],
+                         t_ci_high_pct=100 * t["t_ci_high"], ci_low_pct=100 * t["ci_low"],
+                         ci_high_pct=100 * t["ci_high"],
                          sd_pct=100 * t["sd"], t=t["t"], df=t["df"], p=t["p"], dz=t["dz"], mde_pct=100 * t["mde"],
                          n_welch=len(x), n_welch_base=len(base_all), p_welch=w["p"],
                          direction="better" if good > 0 else "worse" if good < 0 else "same" if good == 0 else "",
@@ -318,7 +325,8 @@ def _steps(x, name) -> np.ndarray:
         raise ValueError(f"{name} is empty: pass one steps-to-threshold value per run (nan or inf: never reached)")
     x = np.where(np.isnan(x), np.inf, x)
     if np.any(x < 0):
-        raise ValueError(f"{name} holds negative steps {x[x < 0]}; steps to a threshold are >= 0 (nan or inf: never reached)")
+        raise ValueError(f"{name} holds negative steps {x[x < 0]}; steps to a threshold are >= 0 "
+                         "(nan or inf: never reached)")
     return x
 
 def steps_test(steps_a, steps_b) -> dict:
@@ -326,14 +334,16 @@ def steps_test(steps_a, steps_b) -> dict:
     medians, how many reached it, Mann–Whitney U of b against a with its two-sided p, and P(b sooner than a)."""
     a, b = _steps(steps_a, "steps_a"), _steps(steps_b, "steps_b")
     out = dict(n_a=len(a), n_b=len(b), reached_a=int(np.isfinite(a).sum()), reached_b=int(np.isfinite(b).sum()),
-               median_a=float(np.median(a)), median_b=float(np.median(b)), u=math.nan, p=math.nan, prob_b_sooner=math.nan, reason=None)
+               median_a=float(np.median(a)), median_b=float(np.median(b)), u=math.nan, p=math.nan,
+               prob_b_sooner=math.nan, reason=None)
     both = np.concatenate([a, b])
     if np.all(both == both[0]):
         return {**out, "reason": "every run has the same value: no order to test"}
     fin = both[np.isfinite(both)]
     big = (fin.max() if len(fin) else 0.0) + 1.0      # above every finite value: the ranks an infinite step gets
     r = stats.mannwhitneyu(np.where(np.isinf(b), big, b), np.where(np.isinf(a), big, a), alternative="two-sided")
-    return {**out, "u": float(r.statistic), "p": float(r.pvalue), "prob_b_sooner": 1 - float(r.statistic) / (len(a) * len(b))}
+    sooner = 1 - float(r.statistic) / (len(a) * len(b))
+    return {**out, "u": float(r.statistic), "p": float(r.pvalue), "prob_b_sooner": sooner}
 
 # %% ../nbs/07a_comparisons.ipynb #b6ffc377
 def _correct(x, name) -> np.ndarray:
@@ -343,8 +353,9 @@ def _correct(x, name) -> np.ndarray:
     return x.astype(bool)
 
 def mcnemar(correct_a, correct_b, confidence: float = 0.95) -> dict:
-    """McNemar's exact test of b against a on the same examples (statsmodels): b_ = a right and b wrong, c = a wrong and b
-    right; the binomial test of c out of b_ + c at 1/2, and acc_b - acc_a = (c - b_)/n with its Agresti–Min interval."""
+    """McNemar's exact test of b against a on the same examples (statsmodels): b_ = a right and b wrong, c = a wrong
+    and b right; the binomial test of c out of b_ + c at 1/2, and acc_b - acc_a = (c - b_)/n with its Agresti–Min
+    interval."""
     a, b = _correct(correct_a, "correct_a"), _correct(correct_b, "correct_b")
     if a.shape != b.shape:
         raise ValueError(f"correct_a and correct_b must score the same examples; got lengths {len(a)} and {len(b)}")
@@ -385,7 +396,8 @@ def doc_bootstrap_rel_change(loss_a, tok_a, loss_b, tok_b, n_boot: int = 10_000,
                n_seeds=n_seeds, n_boot=n_boot, confidence=confidence)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")                       # DegenerateDataWarning: identical models
-        r = stats.bootstrap(arrs, _ppl_ratio, n_resamples=n_boot, paired=True, vectorized=True, axis=-1, method="percentile",
+        r = stats.bootstrap(arrs, _ppl_ratio, n_resamples=n_boot, paired=True, vectorized=True, axis=-1,
+                            method="percentile",
                             confidence_level=confidence, batch=max(1, 2_000_000 // (n_docs * n_seeds)),
                             rng=np.random.default_rng(seed))
     return {**out, "ci_low": float(r.confidence_interval.low), "ci_high": float(r.confidence_interval.high)}

@@ -34,7 +34,7 @@ def tokens_to_target(tokens, values, target: float, lower_is_better: bool = True
     return float(t0 + (target - y0) * (t1 - t0) / (y1 - y0))
 
 def tokens_to_target_ratio(curve_a, curve_b, target: float | None = None, lower_is_better: bool = True) -> dict:
-    "How many times more tokens curve a = (tokens, values) needs than curve b to reach `target` (default: b's final value)."
+    "How many times the tokens curve a = (tokens, values) needs, against curve b, to reach `target` (b's last value)."
     ta, ya = (np.asarray(v, dtype=float) for v in curve_a)
     tb, yb = (np.asarray(v, dtype=float) for v in curve_b)
     if target is None:
@@ -61,7 +61,8 @@ def _log_budgets(budgets, values) -> tuple[np.ndarray, np.ndarray]:
 def tokens_to_match(budgets, values, target: float) -> dict:
     "Budget (tokens or seconds) at which end-of-schedule `values` reach `target`, log-log interpolated; see the text."
     (lt, ly), lz = _log_budgets(budgets, values), math.log(target)
-    inside = [i for i in range(len(lt) - 1) if min(ly[i], ly[i + 1]) <= lz <= max(ly[i], ly[i + 1]) and ly[i] != ly[i + 1]]
+    inside = [i for i in range(len(lt) - 1)
+              if min(ly[i], ly[i + 1]) <= lz <= max(ly[i], ly[i + 1]) and ly[i] != ly[i + 1]]
     i = inside[0] if inside else (0 if lz > ly[0] else len(lt) - 2)
     slope = (lt[i + 1] - lt[i]) / (ly[i + 1] - ly[i]) if ly[i + 1] != ly[i] else math.nan
     return dict(budget=float(math.exp(lt[i] + (lz - ly[i]) * slope)) if np.isfinite(slope) else math.nan,
@@ -76,7 +77,7 @@ def value_at(budgets, values, x: float) -> dict:
 
 # %% ../nbs/07d_curves.ipynb #467df40a
 def last_quarter_gain(x, ppl) -> float:
-    "100 (ppl at the last x ≤ ¾ of the run - final ppl) / that ppl, in %: what the last quarter of training still bought."
+    "100 (ppl at the last x ≤ ¾ of the run - final ppl) / that ppl, in %: what the last quarter of training bought."
     x, ppl = np.asarray(x, float), np.asarray(ppl, float)
     keep = np.isfinite(ppl)
     o = np.argsort(x[keep], kind="stable")
@@ -91,7 +92,7 @@ STABLE_WITHIN_PCT = math.inf   # an unstable best gives way to the value below i
 
 def choose_setting(df: pd.DataFrame, setting: str, metric: str = "val_ppl", by: str = "variant",
                    avoid_cliff: bool = True, within_pct: float = STABLE_WITHIN_PCT) -> pd.DataFrame:
-    """Per `by`: the value of `setting` with the lowest mean `metric` (over seeds), or with `avoid_cliff`, when that best
+    """Per `by`: the `setting` value with the lowest mean `metric` (over seeds), or with `avoid_cliff`, when that best
     is unstable, the value below it if nearly as good and stable (rule in the text); whether the choice is bracketed,
     the grid, its mean, sd, n seeds, the better neighbour's margin in %, and the stability columns."""
     for c in (setting, metric, by):
@@ -106,9 +107,11 @@ def choose_setting(df: pd.DataFrame, setting: str, metric: str = "val_ppl", by: 
         spread = np.where(m["count"].to_numpy() > 1, 100 * (m["max"] - m["min"]).to_numpy(float) / mean, np.nan)
         best = i = int(np.argmin(mean))
         up = best + 1 < len(grid)
-        unstable = bool(spread[best] > CLIFF_SPREAD_PCT or up and (mean[best + 1] > mean[best] * (1 + CLIFF_WORSE_PCT / 100)
-                                                                   or spread[best + 1] > CLIFF_SPREAD_PCT))
-        down_ok = best > 0 and mean[best - 1] <= mean[best] * (1 + within_pct / 100) and not spread[best - 1] > CLIFF_SPREAD_PCT
+        cliff = up and (mean[best + 1] > mean[best] * (1 + CLIFF_WORSE_PCT / 100)      # the next value up is a cliff
+                        or spread[best + 1] > CLIFF_SPREAD_PCT)
+        unstable = bool(spread[best] > CLIFF_SPREAD_PCT or cliff)
+        down_ok = (best > 0 and mean[best - 1] <= mean[best] * (1 + within_pct / 100)
+                   and not spread[best - 1] > CLIFF_SPREAD_PCT)
         if avoid_cliff and unstable and down_ok:
             i = best - 1
         neighbours = [mean[j] for j in (i - 1, i + 1) if 0 <= j < len(grid)]

@@ -20,7 +20,7 @@ __all__ = ['SESOI_PCT', 'DECIDED', 'VERDICTS', 'PLACES', 'equivalence_p', 'decid
            'decide_rates']
 
 # %% ../nbs/07c_decisions.ipynb #07hier02
-SESOI_PCT = 2.0          # the smallest effect of interest (% of test perplexity): the equivalence margin of a tested row
+SESOI_PCT = 2.0          # the smallest effect of interest (% of test perplexity): a tested row's equivalence margin
 DECIDED = ("reproduced", "not reproduced at this scale", "opposite sign", "equivalent")
 VERDICTS = DECIDED + ("inconclusive", "not tested in a discriminating regime")   # every verdict a tested row can get
 PLACES = ("primary", "secondary", "exploratory")
@@ -70,7 +70,8 @@ def decide(d, claim, sesoi: float = SESOI_PCT, alpha: float = 0.05, power: float
                           else "inconclusive")
         return out
     p_dir, p_opp = float(T.cdf(s * -m / se)), float(T.cdf(s * m / se))           # H0: mu on the other side of 0
-    p_claim = float(T.sf(s * (claim - m) / se)) if isinstance(claim, (int, float)) else nan   # H0: mu at the claim or beyond
+    numeric = isinstance(claim, (int, float))
+    p_claim = float(T.sf(s * (claim - m) / se)) if numeric else nan             # H0: mu at the claim or beyond
     out.update(p_dir=p_dir, p_opp=p_opp, p_claim=p_claim, p_equiv=p_equiv)
     claim_outside = not isinstance(claim, (int, float)) or abs(claim) > sesoi   # equivalence then contradicts the claim
     if p_opp < a1:
@@ -89,7 +90,8 @@ def gatekeep(places, verdicts) -> list:
     tested row before it was decided; an exploratory row never."""
     places = list(places)
     if places.count("primary") != 1 or places[0] != "primary" or any(p not in PLACES for p in places):
-        raise ValueError(f"places must start with the one 'primary', then 'secondary' / 'exploratory' rows, not {places}")
+        raise ValueError(f"places must start with the one 'primary', then 'secondary' / 'exploratory' rows, "
+                         f"not {places}")
     tested, open_ = [], True
     for place, v in zip(places, verdicts):
         t = place != "exploratory" and open_

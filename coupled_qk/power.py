@@ -31,16 +31,16 @@ def _mde(se: float, n: int, power: float, alpha: float, two_sided: bool) -> floa
     if n < 2 or not np.isfinite(se):
         return math.nan
     crit = stats.t.isf(alpha / 2 if two_sided else alpha, n - 1)
-    hi = 2 * (crit + stats.t.ppf(power, n - 1)) / math.sqrt(n)   # twice the central-t effect: past the root, short of nan
+    hi = 2 * (crit + stats.t.ppf(power, n - 1)) / math.sqrt(n)   # 2x the central-t answer: past the root, short of nan
     es = optimize.brentq(lambda e: t_test_power(e, n, alpha, two_sided) - power, 0.0, hi, xtol=1e-300, rtol=4 * _EPS)
     return float(es * math.sqrt(n) * se)
 
 def mde(se: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
-    "Minimum detectable mean of a two-sided one-sample t-test at `alpha` with `power`: n values, standard error `se`; exact."
+    "Minimum detectable mean of a two-sided one-sample t-test at `alpha` with `power`: n values, standard error `se`."
     return _mde(se, n, power, alpha, two_sided=True)
 
 def one_sided_mde(se: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
-    "Minimum detectable mean of a one-sided one-sample t-test at `alpha` with `power`: n values, standard error `se`; exact."
+    "Minimum detectable mean of a one-sided one-sample t-test at `alpha` with `power`: n values, standard error `se`."
     return _mde(se, n, power, alpha, two_sided=False)
 
 def seeds_for_mde(sd: float, target: float, power: float = 0.8, alpha: float = 0.05, n_max: int = 1000) -> int:
@@ -77,7 +77,7 @@ def tost_power(sd: float, n: int, margin: float, alpha: float = 0.025, true_diff
     return float(min(1.0, integrate.quad(inside, 0.0, v_max, epsabs=1e-12, limit=200)[0]))
 
 def seeds_for_tost(sd: float, margin: float, power: float = 0.8, alpha: float = 0.025, n_max: int = 1000) -> int:
-    "The fewest paired seeds whose TOST (each side at `alpha`) shows |mean| < `margin` with `power` when the true mean is 0."
+    "The fewest paired seeds whose TOST (each side at `alpha`) shows |mean| < `margin` with `power` at true mean 0."
     _check_sd_n(sd)
     if not 0 < power < 1:
         raise ValueError(f"power must lie in (0, 1), e.g. 0.8; got {power}")
