@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from .attention import VARIANTS
-from .stats import pair, paired_test
+from .comparisons import pair, paired_test
 
 # %% auto #0
 __all__ = ['CONTROLS', 'PALETTE', 'LABELS', 'set_style', 'variant_order', 'run_versions', 'ArtifactWriter', 'curve_plot',

@@ -77,7 +77,7 @@ def match_budgets(se, variant: str, cost: float | None = None):
     standard budgets are left out."""
     import math
     import pandas as pd
-    from coupled_qk.stats import tokens_to_match, value_at
+    from coupled_qk.curves import tokens_to_match, value_at
     rows = []
     for r in se[se.variant == variant].itertuples():
         s_ = se[(se.variant == "standard") & (se.seed == r.seed)]

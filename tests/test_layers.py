@@ -14,7 +14,7 @@ LAYERS = {
     "train": 4, "mqar_train": 4, "glue": 4, "runs": 4, "distributed": 4, "optim": 4, "evaluation": 4,
     "corpora": 3, "tokens": 3, "documents": 3, "embedded": 3, "debian": 3, "mqar": 3, "model": 3, "attention": 3,
     "invertible": 3, "integrators": 3, "plots": 3,
-    "stats": 1, "hierarchy": 1, "settings": 0, "provenance": 1,
+    "comparisons": 1, "power": 1, "decisions": 1, "curves": 1, "hierarchy": 1, "settings": 0, "provenance": 1,
 }
 
 

@@ -156,22 +156,56 @@ def _committed_scales():
         if figs.is_dir() else []
 
 
+def csv_differences(committed: bytes, redrawn: bytes, rtol: float = 1e-9) -> list[str]:
+    """The cells in which two CSV tables differ: text exactly, numbers by more than `rtol` relative (nan equals nan),
+    so that a redraw may move a number in its last bits (a library computing it in another order) and nothing more."""
+    import csv
+    import io
+    import math
+    a, b = (list(csv.reader(io.StringIO(x.decode()))) for x in (committed, redrawn))
+    if [len(r) for r in a] != [len(r) for r in b]:
+        return [f"shape: {[len(r) for r in a]} rows x cells committed, {[len(r) for r in b]} redrawn"]
+    out = []
+    for i, (ra, rb) in enumerate(zip(a, b)):
+        for j, (x, y) in enumerate(zip(ra, rb)):
+            if x == y:
+                continue
+            try:
+                fx, fy = float(x), float(y)
+            except ValueError:
+                out.append(f"row {i}, column {a[0][j]!r}: {x!r} committed, {y!r} redrawn")
+                continue
+            if not (math.isclose(fx, fy, rel_tol=rtol, abs_tol=0.0) or (math.isnan(fx) and math.isnan(fy))):
+                out.append(f"row {i}, column {a[0][j]!r}: {x} committed, {y} redrawn ({abs(fy / fx - 1) if fx else fy:.2g})")
+    return out
+
+
+def test_csv_differences_can_fail():
+    "The comparison sees a changed word, a number moved beyond 1e-9 relative, a changed shape; it lets the last bits go."
+    committed = b"claim,p,verdict\nmain,0.012345678901234,reproduced\nglue,nan,inconclusive\n"
+    assert csv_differences(committed, committed.replace(b"901234", b"901299")) == []         # 5e-12 relative
+    assert len(csv_differences(committed, committed.replace(b"0.0123456", b"0.0123457"))) == 1
+    assert len(csv_differences(committed, committed.replace(b"reproduced", b"equivalent"))) == 1
+    assert csv_differences(committed, committed + b"extra,1,x\n")[0].startswith("shape")
+
+
 @pytest.mark.parametrize("scale", _committed_scales() or [pytest.param(None, marks=pytest.mark.skip(
     reason="no committed figures/<scale>/runs/ yet: the cpu scale is regenerated with its run summaries"))])
 def test_committed_tables_redraw_identically(scale, tmp_path):
     """A clean clone redraws the committed main table, corpus table and claims table of `scale` from the committed
-    run summaries (and the committed benchmark) alone (no runs folder, no training), byte for byte. (The claims read every other artifact's
-    summaries; `coupled-qk reproduce --redraw` redraws them all, which takes minutes more than this suite has.)"""
+    run summaries (and the committed benchmark) alone (no runs folder, no training): every markdown table (and so every
+    verdict) byte for byte, every CSV number within 1e-9 relative of the committed one. (The claims read every other
+    artifact's summaries; `coupled-qk reproduce --redraw` redraws them all, which takes minutes more than this suite has.)"""
     import shutil
     from coupled_qk.runner import reproduce, unavailable
     figs = tmp_path / "figures"
     shutil.copytree(ROOT / "figures" / scale, figs / scale)
     if (ROOT / "figures" / "benchmark").is_dir():        # the claims' equal-wall-clock rows read the committed benchmark
         shutil.copytree(ROOT / "figures" / "benchmark", figs / "benchmark")
-    committed = {p.relative_to(figs): p.read_bytes() for p in (figs / scale).rglob("*.csv")}
     made = [a for a in ("main_table", "corpus", "claims")
             if (ROOT / "figures" / scale / a).is_dir() and a not in unavailable([a], scale)]
-    committed = {k: v for k, v in committed.items() if k.parts[1] in made}
+    tables = sorted(p.relative_to(figs) for a in made for p in (figs / scale / a).glob("*") if p.suffix in (".csv", ".md"))
+    committed = {k: (figs / k).read_bytes() for k in tables}
     from coupled_qk.registry import plan
     planned = {r.run_id for r in plan(made, scale)}
     missing = sorted(planned - {p.stem for p in (figs / scale / "runs").glob("*.json")})
@@ -180,13 +214,16 @@ def test_committed_tables_redraw_identically(scale, tmp_path):
                     f"{', '.join(made)} have no committed summary yet (e.g. {missing[0]})")
     rep = reproduce(made, scale=scale, redraw=True, runs_dir=tmp_path / "no-runs", figures_dir=figs, log=lambda *a: None)
     assert rep.executed == []
-    redrawn = {p.relative_to(figs): p.read_bytes() for p in (figs / scale).rglob("*.csv")}
-    changed = sorted(str(k) for k in committed if redrawn.get(k) != committed[k])
+    assert any(k.suffix == ".csv" for k in tables) and any(k.suffix == ".md" for k in tables), tables
+    changed = {str(k): ["not redrawn"] if not (figs / k).is_file() else
+               csv_differences(committed[k], (figs / k).read_bytes()) if k.suffix == ".csv" else
+               ["markdown differs"] if (figs / k).read_bytes() != committed[k] else [] for k in tables}
+    changed = {k: v for k, v in changed.items() if v}
     assert not changed, f"--redraw changed {changed}"
 
 
 def _verdict_by_hand(mean, sd, n, claim, sesoi=2.0):
-    """The claims' rule written a second time, from the 95 % t interval alone (scipy only, not coupled_qk.stats):
+    """The claims' rule written a second time, from the 95 % t interval alone (scipy only, not coupled_qk.decisions):
     one-sided tests at 0.025 each are the interval excluding a value."""
     import math
     from scipy import stats
@@ -212,7 +249,7 @@ def _verdict_by_hand(mean, sd, n, claim, sesoi=2.0):
 def test_the_rule_written_twice_agrees():
     "stats.decide and the interval-only rule above give the same verdict on many random rows (every branch reached)."
     import numpy as np
-    from coupled_qk.stats import decide
+    from coupled_qk.decisions import decide
     rng, seen = np.random.default_rng(0), set()
     for i in range(600):
         n = int(rng.integers(3, 12))
