@@ -5,25 +5,15 @@ side by side in one run: variants interleaved over repeats, medians, and ratios 
 
 # %% ../nbs/12_bench.ipynb #0353a6b7
 from __future__ import annotations
-
-import json
-import os
-import random
-import resource
-import subprocess
-import sys
-import time
+import json, os, random, resource, subprocess, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-
 import torch
-
 from .attention import VARIANTS
 from .counters import count_step
 from .model import GPT, PRESETS, model_config, n_params
 from .settings import check_number, resolve_device
-
 if TYPE_CHECKING:
     import pandas as pd
 

@@ -5,18 +5,12 @@ the FLOP and roofline limits, each variant's ruling against the targets, and the
 
 # %% ../nbs/12b_bench_report.ipynb #8db181d9
 from __future__ import annotations
-
-import json
-import math
-import time
+import json, math, time
 from pathlib import Path
 from typing import TYPE_CHECKING
-
 import numpy as np
 import torch
-
 from .provenance import git_revision, hardware
-
 if TYPE_CHECKING:
     import pandas as pd
 

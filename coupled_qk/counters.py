@@ -5,14 +5,11 @@ runs), the activations autograd keeps, the bytes its byte-bound ops move, and th
 
 # %% ../nbs/12a_counters.ipynb #318ec00e
 from __future__ import annotations
-
 from contextlib import contextmanager, nullcontext
 from functools import partial
-
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
-
 from .attention import CausalSelfAttention, DifferentialAttention
 from .integrators import CoupledDynamics
 from .invertible import InvertibleCoupling
