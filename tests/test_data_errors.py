@@ -216,7 +216,7 @@ def test_killed_writers_temporaries_and_a_torn_jobs_file(tmp_path, monkeypatch):
 
 def test_interrupted_train_says_how_to_resume():
     "After Ctrl-C, `train` names the flag that continues the run (the same command alone is refused)."
-    from coupled_qk.cli import run_command
+    from coupled_qk.cli_options import run_command
 
     def body(argv):
         raise KeyboardInterrupt

