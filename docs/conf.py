@@ -59,7 +59,8 @@ def results(docname, nb):
     art = re.sub(r"^\d+[a-z]?_", "", docname.split("/")[-1])
     d, rel = ROOT / "figures" / SCALE / art, f"figures/{SCALE}/{art}/"
     if not d.is_dir():
-        return f"## Results at scale {SCALE}\n\nNo results in this checkout: `coupled-qk reproduce {art}` makes {rel}."
+        return (f"## Results at scale {SCALE}\n\nNo results in this checkout: "
+                f"`coupled-qk reproduce {art} --scale {SCALE}` makes `{rel}`.")
     prov = json.loads((d / "provenance.json").read_text()) if (d / "provenance.json").is_file() else {}
     made = (f"Made at scale {prov.get('scale', SCALE)} by coupled_qk {prov.get('coupled_qk', '?')} at code revision "
             f"`{prov.get('git', 'unknown')}` on {prov.get('date', 'a date not recorded')} from "

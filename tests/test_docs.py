@@ -14,6 +14,7 @@ from bs4 import BeautifulSoup
 from conftest import ROOT
 
 MATHJAX = "_static/tex-svg-full.js"
+pytestmark = pytest.mark.xdist_group("docs")   # one worker builds the site once for every test here (make test)
 
 
 def _remote(url: str) -> bool:
@@ -23,7 +24,7 @@ def _remote(url: str) -> bool:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    "The site, built once as `make docs` builds it; {page path relative to the site: its parsed HTML}."
+    "The site, built once as `make docs` builds it: (its folder, {page relative to it: parsed HTML}, the warnings)."
     out = tmp_path_factory.mktemp("docs")
     cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-E", "-q", "-c", "docs", "-d", str(out / "doctrees"),
            "nbs", str(out / "html")]
