@@ -31,11 +31,11 @@ nb_merge_streams = True
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_dmath_double_inline = True     # $$...$$ inside a paragraph or list item, as the chapters write it
 myst_heading_anchors = 3            # GitHub-style anchors (#the-environment), as the README links them
-suppress_warnings = ["mystnb.unknown_mime_type"]
 
-# MathJax's single-file SVG build (no font files to fetch), copied into _static/ with its licence.
+# Copied into _static/: MathJax's single-file SVG build (no font files to fetch) with its licence, and site.css.
 _MATHJAX = Path(metadata.distribution("django-static-mathjax").locate_file("mathjax/static/mathjax"))
-html_static_path = [str(_MATHJAX / "es5" / "tex-svg-full.js"), str(_MATHJAX / "LICENSE")]
+html_static_path = [str(_MATHJAX / "es5" / "tex-svg-full.js"), str(_MATHJAX / "LICENSE"), "site.css"]
+html_css_files = ["site.css"]
 mathjax_path = "tex-svg-full.js"
 
 CONTENTS = "".join(f"\n\n```{{toctree}}\n:caption: {caption}\n:maxdepth: 1\n:glob:\n\n{pattern}\n```"
