@@ -64,21 +64,18 @@ apt-index-tool:
 reproduce: setup
 	$(VENV)/bin/coupled-qk reproduce $(ARTIFACTS) --scale $(SCALE) --jobs $(JOBS)
 
-# A static HTML site of the chapters, paper and experiment notebooks in DOCS (default _docs/) that works with no
-# network: the front page (index.html, from nbs/index.ipynb) lists every notebook in reading order, each page has a
-# previous / contents / next bar, math is typeset by a local MathJax 3 (the pinned PyPI wheel django-static-mathjax,
-# from the environment, else fetched once by pip into DOCS_CACHE), nbdev directives and prompts are not shown, and a
-# paper page shows its artifact's tables and figures at DOCS_SCALE (default cpu: the committed results, with the code
-# revision that made them; DOCS_SCALE=smoke shows a smoke run's instead), and the notebook as `make reproduce`
-# executed it at that scale where it has (runs/artifacts/<scale>/). EXECUTE=1 runs each chapter first.
-# scripts/build_docs.py does it all; tests/test_docs.py checks it.
-EXECUTE    ?=
+# A static HTML site of the notebooks in DOCS (default _docs/), built by Sphinx with myst-nb (docs/conf.py) from nbs/
+# as committed, never executing a notebook, and working with no network (MathJax 3 from the locked wheel
+# django-static-mathjax, the furo theme's own assets): the front page (nbs/index.ipynb, from the README) with the
+# contents, the chapters, the paper notebooks, each with its artifact's figures and tables at DOCS_SCALE (default
+# cpu: the committed results), and the experiments. tests/test_docs.py builds it and checks it.
 DOCS       ?= _docs
 DOCS_CACHE ?= .cache/docs
 DOCS_SCALE ?= cpu
 docs: setup index
 	rm -rf $(DOCS)
-	$(PY) scripts/build_docs.py --out $(DOCS) --cache $(DOCS_CACHE) --scale $(DOCS_SCALE) $(if $(EXECUTE),--execute)
+	DOCS_SCALE=$(DOCS_SCALE) $(PY) -m sphinx -b html -E -q -c docs -d $(DOCS_CACHE)/doctrees nbs $(DOCS)
+	@echo "docs: open $(DOCS)/index.html"
 
 # The docs' front page is the README, one source: nbs/index.ipynb is written from it (nbdev-readme would go the
 # other way; tests/test_project.py checks that the two agree).
