@@ -83,7 +83,7 @@ def paired_intervals(df: pd.DataFrame, column: str, confidence: float = 0.95) ->
     standard's (the geometric mean over repeats), its t interval and its minimum detectable change."""
     import pandas as pd
 
-    from coupled_qk.stats import mean_test
+    from coupled_qk.comparisons import mean_test
     key = ["shape", "mode", "repeat"]
     std = df[df.variant == "standard"].set_index(key)[column]
     rows = []

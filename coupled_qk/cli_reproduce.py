@@ -89,7 +89,8 @@ def bench_main(argv: list[str] | None = None) -> int:
 # %% ../nbs/11c_cli_reproduce.ipynb #0ad792e2
 def _reproduce_parser() -> Parser:
     "The options of `coupled-qk reproduce`."
-    from coupled_qk.registry import ARTIFACTS, DEFAULT_ARTIFACTS, SCALE_SPECS
+    from coupled_qk.registry import ARTIFACTS, DEFAULT_ARTIFACTS
+    from coupled_qk.scales import SCALE_SPECS
     from coupled_qk.executors import EXECUTORS
     p = Parser(prog="coupled-qk reproduce", description=reproduce_main.__doc__)
     on_request = [x for x in ARTIFACTS if x not in DEFAULT_ARTIFACTS]
@@ -122,7 +123,8 @@ def _reproduce_parser() -> Parser:
 
 def _check_reproduce(a, scale: str) -> list[str]:
     "Refuse bad options in one line before any work; the artifacts to make (`all` spelled out in `a.artifacts`)."
-    from coupled_qk.registry import ARTIFACTS, DEFAULT_ARTIFACTS, SCALE_SPECS
+    from coupled_qk.registry import ARTIFACTS, DEFAULT_ARTIFACTS
+    from coupled_qk.scales import SCALE_SPECS
     bad = [x for x in a.artifacts if x not in ARTIFACTS and x != "all"]
     if bad:
         raise UsageError(f"unknown artifact {bad[0]!r}; valid: {', '.join(ARTIFACTS)}, or all")
