@@ -42,7 +42,8 @@ def _install() -> str | None:
     for update in (False, True):
         if update:
             subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=600)
-        p = subprocess.run(["apt-get", "install", "-y", "-q", "slurm-wlm"], capture_output=True, text=True, env=env,
+        p = subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", "slurm-wlm"],
+                           capture_output=True, text=True, env=env,
                            timeout=900)
         if p.returncode == 0:
             return None
