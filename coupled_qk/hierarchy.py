@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # %% auto #0
-__all__ = ['PAPER', 'HIERARCHY', 'Hypothesis']
+__all__ = ['PAPER', 'HIERARCHY', 'REPLICATION', 'Hypothesis']
 
 # %% ../nbs/09a_hierarchy.ipynb #b4dcb12a
 PAPER = {
@@ -47,3 +47,8 @@ HIERARCHY = (
     Hypothesis("secondary", "invertible coupling improves standard attention", "invertible", "standard", "lower", 3.0),
     Hypothesis("secondary", "Hamiltonian ≈ Euler at n = 4 steps", "hamiltonian_n4", "euler_n4", 0.0, 3.0),
 )
+
+# %% ../nbs/09a_hierarchy.ipynb #09ahrep2
+# a study of its own, decided alone: secondary 1 on fresh seeds (the scales' `replication_seeds`)
+REPLICATION = Hypothesis("replication", "coupled (Hamiltonian) beats a parameter-matched standard, on fresh seeds",
+                         "hamiltonian", "standard_matched", "lower", 3.0)

@@ -234,6 +234,12 @@ def _drift(s, b):
     return [lm_run(s, v, seed, corpus=c, budget=b, tags=dict(text=label))
             for c, label in (("wikitext103", "pinned"), (s.drift_corpus, s.drift_corpus.partition("@")[2]))
             for v in ("standard", "hamiltonian") for seed in s.seeds]
+def _replication(s, b):
+    """Secondary 1 on fresh seeds (`replication_seeds`), a study of its own: Hamiltonian and the parameter-matched
+    standard, paired by seed, at the main table's settings."""
+    return [lm_run(s, "hamiltonian", seed, budget=b) for seed in s.replication_seeds] + [
+        lm_run(s, "standard", seed, budget=b, tags=dict(control="param_matched"), mlp_hidden=matched_hidden(s))
+        for seed in s.replication_seeds]
 def _decided(s, b):
     """The runs of the pre-registered hierarchy: the main table's (the primary and secondaries 1-3) and the steps
     artifact's Hamiltonian and Euler at the step counts where they can differ (`steps_euler`, secondary 4)."""
@@ -276,6 +282,8 @@ ARTIFACTS = {a.name: a for a in (
              "paper/12_drift.ipynb", _drift, default=False),
     Artifact("finetune", "A pretrained model adapted: the coupling against LoRA, and both", "paper/14_finetune.ipynb",
              _finetune, default=False),
+    Artifact("replication", "Secondary 1 replicated on fresh seeds: coupled against a parameter-matched standard",
+             "paper/15_replication.ipynb", _replication, default=False),
 )}
 DEFAULT_ARTIFACTS = tuple(a for a in ARTIFACTS if ARTIFACTS[a].default)
 

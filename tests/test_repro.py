@@ -21,7 +21,7 @@ def test_artifact_notebook_has_parameters(nb):
 def test_every_artifact_has_a_notebook():
     from coupled_qk.registry import ARTIFACTS
 
-    assert len(ARTIFACTS) == 15
+    assert len(ARTIFACTS) == 16
     for a in ARTIFACTS.values():
         assert (ROOT / "nbs" / a.notebook).is_file(), a.notebook
 
@@ -278,7 +278,7 @@ def claims_follow_their_rule(table):
     decided = {"reproduced", "not reproduced at this scale", "opposite sign", "equivalent"}
     c = pd.read_csv(table)
     assert c.place.iloc[0] == "primary" and (c.place == "primary").sum() == 1
-    is_open = {"hierarchy": True, "adaptation": True}     # each gated family has its own sequence
+    is_open = {"hierarchy": True, "adaptation": True, "replication": True}   # each gated family has its own sequence
     for r in c.itertuples():
         if r.place == "exploratory":
             assert r.verdict in ("exploratory", "not tested in a discriminating regime"), r.claim
@@ -289,7 +289,7 @@ def claims_follow_their_rule(table):
                 continue
             assert r.verdict == _rates_by_hand(int(r.k_b), int(r.n_b), int(r.k_a), int(r.n_a)), (r.claim, r.verdict)
             continue
-        family = "adaptation" if r.place.startswith("adaptation") else "hierarchy"
+        family = next((f for f in ("adaptation", "replication") if r.place.startswith(f)), "hierarchy")
         assert ("gate closed" in r.place) == (not is_open[family]), (r.claim, r.place)
         if not is_open[family]:
             assert r.verdict == "exploratory", r.claim
