@@ -17,7 +17,7 @@ from .power import one_sided_mde
 
 # %% auto #0
 __all__ = ['SESOI_PCT', 'DECIDED', 'VERDICTS', 'PLACES', 'equivalence_p', 'decide', 'gatekeep', 'newcombe_diff_ci',
-           'decide_rates']
+           'decide_rates', 'decide_slope']
 
 # %% ../nbs/07c_decisions.ipynb #07hier02
 SESOI_PCT = 2.0          # the smallest effect of interest (% of test perplexity): a tested row's equivalence margin
@@ -139,4 +139,27 @@ def decide_rates(k_b: int, n_b: int, k_a: int, n_a: int, alpha: float = 0.05, po
                p_lower=float(stats.boschloo_exact(table, alternative="less").pvalue))
     p_dir, p_opp = (out["p_higher"], out["p_lower"]) if claim == "higher" else (out["p_lower"], out["p_higher"])
     out["verdict"] = "opposite sign" if p_opp < alpha / 2 else "reproduced" if p_dir < alpha / 2 else "inconclusive"
+    return out
+
+# %% ../nbs/07c_decisions.ipynb #07hslo02
+def decide_slope(x, y, sd, n, claim: str = "higher", margin: float = SESOI_PCT, alpha: float = 0.05) -> dict:
+    """The WLS slope of per-size mean effects `y` on `x` (log10 parameters), weights n / sd^2, its se scaled by the
+    residual scatter (df = sizes - 2): the slope, its (1 - `alpha`) interval, the one-sided p toward `claim` ('higher' /
+    'lower') and against it, the TOST p within ±`margin`, and the verdict (rule in the text)."""
+    import statsmodels.api as sm
+    x, y, sd, n = (np.asarray(a, dtype=float) for a in (x, y, sd, n))
+    s, nan = _side(claim), math.nan
+    out = dict(sizes=len(x), slope=nan, se=nan, df=len(x) - 2, ci_low=nan, ci_high=nan, p_dir=nan, p_opp=nan,
+               p_equiv=nan, verdict="inconclusive")
+    wt = n / sd ** 2
+    if len(x) < 3 or not (np.all(np.isfinite(wt)) and np.all(np.isfinite(y))):
+        return out
+    fit = sm.WLS(y, sm.add_constant(x), weights=wt).fit()
+    b, se, T = float(fit.params[1]), float(fit.bse[1]), stats.t(fit.df_resid)
+    half = float(T.ppf(1 - alpha / 2)) * se
+    out.update(slope=b, se=se, df=int(fit.df_resid), ci_low=b - half, ci_high=b + half, p_dir=float(T.sf(s * b / se)),
+               p_opp=float(T.cdf(s * b / se)), p_equiv=float(max(T.sf((b + margin) / se), T.cdf((b - margin) / se))))
+    a1 = alpha / 2
+    out["verdict"] = ("reproduced" if out["p_dir"] < a1 else "opposite sign" if out["p_opp"] < a1
+                      else "equivalent" if out["p_equiv"] < a1 else "inconclusive")
     return out

@@ -8,13 +8,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from .settings import load_settings
+from .settings import load_settings, UserError
 from .scales import ScaleSpec, scale_spec
 
 # %% auto #0
-__all__ = ['KINDS', 'ADAPT_DEFAULT_LR', 'PRIMARY', 'SECONDARY', 'MAIN', 'ABLATION', 'SCALING', 'MQAR_VARIANTS', 'ADAPT_ROLES',
-           'ARTIFACTS', 'DEFAULT_ARTIFACTS', 'Run', 'lm_run', 'mqar_run', 'glue_run', 'adapt_run', 'matched_hidden',
-           'steps_fields', 'Artifact', 'artifact_runs', 'plan', 'run_dir', 'is_done']
+__all__ = ['KINDS', 'ADAPT_DEFAULT_LR', 'PRIMARY', 'SECONDARY', 'MAIN', 'ABLATION', 'SCALING', 'LADDER', 'MQAR_VARIANTS',
+           'ADAPT_ROLES', 'ARTIFACTS', 'DEFAULT_ARTIFACTS', 'Run', 'lm_run', 'mqar_run', 'glue_run', 'adapt_run',
+           'matched_hidden', 'steps_fields', 'ladder_sizes', 'Artifact', 'artifact_runs', 'plan', 'run_dir', 'is_done']
 
 # %% ../nbs/09a_registry.ipynb #5e29fe82
 KINDS = ("lm", "mqar", "glue", "adapt")
@@ -150,10 +150,63 @@ def _sample_efficiency(s, b):
             [lm_run(s, v, seed, budget=b, tags=dict(budget=1.0)) for v in ("hamiltonian", "invertible")
              for seed in _seeds(s, v)])
 SCALING = ("standard", "hamiltonian", "invertible")
+LADDER = ("standard", "hamiltonian")                  # at every size of the ladder; the invertible at the largest too
+def _vocab(tokenizer: str) -> int:
+    return {"bytes": 257, "gpt2": 50257}.get(tokenizer) or int(tokenizer.removeprefix("bpe-"))
+def ladder_sizes(s: ScaleSpec, budget: float = 1.0) -> dict:
+    """The compute-matched ladder's sizes at `budget`: label -> (model overrides, standard's parameters, steps,
+    warm-up). Every size trains at the main size's tokens per parameter (standard's), with its warm-up scaled to its
+    own steps. A ladder with fewer than two sizes, an unknown size named in its settings, or a size with no more steps
+    than its warm-up is refused here, before any run is planned."""
+    from coupled_qk.model import count_on_meta
+    lad, main = s.ladder, lm_run(s, "standard", 0, budget=budget).config
+    labels = [lab for lab, _ in lad.get("sizes", ())]
+    if len(labels) < 2 or len(set(labels)) != len(labels) or sum(not ov for _, ov in lad["sizes"]) != 1:
+        raise UserError(f"scale {s.name}: the ladder needs two or more sizes with distinct labels, one of them the "
+                        f"main size (no overrides); got {labels or 'none'}: set ladder['sizes'] in the scales chapter")
+    for key in ("chosen", "eval_seeds", "widen"):
+        if bad := [k for k in lad.get(key, {}) if (k[0] if isinstance(k, tuple) else k) not in labels]:
+            raise UserError(f"scale {s.name}: unknown ladder size {bad[0]!r} in ladder[{key!r}]; "
+                            f"valid: {', '.join(labels)}")
+    params = {lab: count_on_meta(lm_run(s, "standard", 0, **ov).typed().model_config(_vocab(s.tokenizer)))[0]
+              for lab, ov in lad["sizes"]}
+    p_main, warm_main = params[next(lab for lab, ov in lad["sizes"] if not ov)], main["warmup_steps"]
+    def schedule(m):       # label -> (steps, warm-up) when the main size trains m steps
+        return {lab: (k := round(m * p / p_main), round(warm_main * k / m)) for lab, p in params.items()}
+    short = [(lab, k, w) for lab, (k, w) in schedule(main["max_steps"]).items() if k <= w]
+    if short:
+        m = next(m for m in range(warm_main + 1, 100 * warm_main + 2) if all(k > w for k, w in schedule(m).values()))
+        lab, k, w = short[0]
+        raise UserError(f"scale {s.name}, --budget {budget:g}: ladder size {lab} gets {k} steps, no more than its "
+                        f"warm-up {w}; valid: --budget {m / lm_run(s, 'standard', 0).config['max_steps']:.3g} or more")
+    return {lab: (ov, params[lab], *schedule(main["max_steps"])[lab]) for lab, ov in lad["sizes"]}
 def _scaling(s, b):
-    "Standard, Hamiltonian and the invertible coupling at every size and every seed."
-    return [lm_run(s, v, seed, preset=p, budget=b, tags=dict(size=label), **ov)
-            for label, p, ov in s.sizes for v in SCALING for seed in s.seeds]
+    """Two ladders. The fixed-token ladder (stage `fixed_tokens`): standard, Hamiltonian and the invertible coupling
+    at every size of `sizes` on the same tokens, so the larger models are the more under-trained. The compute-matched
+    ladder (`ladder`): every size at the main size's tokens per parameter; stage `lr` brackets each variant's lr per
+    size on selection seeds, `pilot` trains the largest size's pilot pairs at the chosen lrs, `eval` the design's
+    evaluation seeds (the main size's are the main table's runs, sized by their own pre-registration)."""
+    fixed = [lm_run(s, v, seed, preset=p, budget=b, tags=dict(size=label, stage="fixed_tokens"), **ov)
+             for label, p, ov in s.sizes for v in SCALING for seed in s.seeds]
+    if not s.ladder:
+        return fixed
+    lad, sizes = s.ladder, ladder_sizes(s, b)
+    largest = list(sizes)[-1]
+    variants = lambda lab: LADDER + (("invertible",) if lab == largest else ())
+    def run(lab, v, seed, stage, lr=None):
+        "The main size is the main table's run at `b`; another size its own steps (`b` counted in) and warm-up."
+        ov, _, steps, warm = sizes[lab]
+        size = dict(budget=b) if not ov else dict(tokens_mult=steps / lm_run(s, v, 0).config["max_steps"],
+                                                  warmup_steps=warm, **ov)
+        return lm_run(s, v, seed, tags=dict(size=lab, stage=stage), **size, **({} if lr is None else dict(lr=lr)))
+    chosen = lambda lab, v: lad["chosen"][lab][v]
+    lr = [run(lab, v, seed, "lr", x) for lab, (ov, *_) in sizes.items() if ov for v in variants(lab)
+          for x in (*lad["lrs"], *lad.get("widen", {}).get((lab, v), ())) for seed in lad["seeds"]]
+    pilot = [run(largest, v, seed, "pilot", chosen(largest, v)) for v in variants(largest)
+             for seed in lad["pilot_seeds"]] if largest in lad.get("chosen", {}) else []
+    ev = [run(lab, v, seed, "eval", chosen(lab, v) if sizes[lab][0] else None) for lab, seeds in
+          lad.get("eval_seeds", {}).items() for v in variants(lab) for seed in seeds]
+    return fixed + lr + pilot + ev
 def _long_budget(s, b):
     "The main comparison at every seed, at one budget and at `long_budget` × it: how the gap moves with tokens."
     return [lm_run(s, v, seed, budget=b, tokens_mult=m, tags=dict(budget=m)) for m in (1.0, s.long_budget)

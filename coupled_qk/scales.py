@@ -63,6 +63,12 @@ class ScaleSpec:
     # The replication artifact: secondary 1 (Hamiltonian against the parameter-matched standard) on fresh evaluation
     # seeds, a study of its own (the hierarchy chapter sizes it). Empty: none at this scale.
     replication_seeds: tuple = ()
+    # The compute-matched ladder (the scaling artifact; registry's `ladder_sizes`): `sizes` (label, model overrides),
+    # smallest first, one of them the main size ({}); `lrs` the first lr grid of each size's bracket and `seeds` its
+    # selection seeds; `widen` (size, variant) -> lrs added where a best sat at the grid's edge; `chosen` size ->
+    # variant -> lr; `pilot_seeds` the largest size's pilot pairs at its chosen lrs; `eval_seeds` size -> evaluation
+    # seeds (the design commit). Empty: no ladder at this scale.
+    ladder: dict = field(default_factory=dict)
     note: str = ""
 
 PAPER_CORPORA = ("wikitext103", "pubmed", "openwebtext")
@@ -105,6 +111,13 @@ SCALE_SPECS = {
                    test_scoring="prefix", test_batches=2, cost_rounds=1),
         adapt_sweep=dict(corpus="wikitext103", seeds=(100,), lrs=dict(coupling=(1e-2, 2e-2), lora=(1e-3, 2e-3))),
         adapt_tuned=dict(coupling=1e-2, lora=1e-3), adapt_seeds=(0, 1), replication_seeds=(2, 3),
+        # every stage of the compute-matched ladder, on three sizes (the fewest a slope's interval needs)
+        ladder=dict(sizes=(("d32-L2", dict(d_model=32, n_heads=1)), ("d64-L2", {}),
+                           ("d96-L2", dict(d_model=96, n_heads=3))),
+                    lrs=(3e-3, 6e-3), seeds=(100,), pilot_seeds=(100, 101),
+                    chosen={lab: dict(standard=3e-3, hamiltonian=3e-3, invertible=3e-3)
+                            for lab in ("d32-L2", "d96-L2")},
+                    eval_seeds={lab: (0, 1) for lab in ("d32-L2", "d64-L2", "d96-L2")}),
         note="every code path, seconds per run; numbers mean nothing"),
     "cpu": ScaleSpec(
         # a small, fast model (d 64, 2 layers, 2 heads of 32, bpe-1024) trained 4x the first release's 655k tokens
@@ -171,6 +184,16 @@ SCALE_SPECS = {
         # 14 pairs on seeds no run had used: the fewest whose one-sided MDE is <= 3 % at the upper 80 % bound of
         # secondary 1's paired sd (hierarchy chapter)
         replication_seeds=tuple(range(10, 24)),
+        # The compute-matched ladder (issue 49): 5 sizes over 1.2 decades of standard's parameters (57,504 to
+        # 918,656), head width 32 throughout (the width Δt was tuned at), 2 layers up to d 128, then depth: a d 256
+        # model would spend a third of its parameters on the 1,024-token embedding. Each at the main size's 15.97
+        # tokens per parameter (224, 640, 1,247, 2,047 and 3,582 steps). The main size (d 64) stands on the main
+        # table's runs and the lr_sweep's selection; every other size brackets each variant's lr from the main
+        # choice's neighbours on two selection seeds (102-104 added at the largest: its pilot)
+        ladder=dict(sizes=(("d32-L2", dict(d_model=32, n_heads=1)), ("d64-L2", {}),
+                           ("d96-L2", dict(d_model=96, n_heads=3)), ("d128-L2", dict(d_model=128, n_heads=4)),
+                           ("d128-L4", dict(d_model=128, n_layers=4, n_heads=4))),
+                    lrs=(3e-3, 6e-3, 1.2e-2), seeds=(100, 101), pilot_seeds=(100, 101, 102, 103, 104)),
         note="real small-scale results on a 2-core laptop"),
     "paper": ScaleSpec(
         name="paper", preset="paper-60m", tokenizer="gpt2",

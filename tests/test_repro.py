@@ -65,6 +65,7 @@ def test_smoke_pipeline_without_shared_data_then_redrawn(tmp_path, monkeypatch):
     assert rep2.executed == [] and len(rep2.cached) == n
     assert {p: p.read_bytes() for p in (figs / "smoke").rglob("*.csv")} == tables
     claims_follow_their_rule(figs / "smoke" / "claims" / "claims.csv")
+    ladder_slope_follows_its_rows(figs / "smoke" / "scaling")
     # finishing a regeneration elsewhere: with the runs folder gone and one summary removed, --reuse-committed trains
     # exactly that run and reuses every committed one
     main = plan(["main_table"], "smoke")
@@ -278,7 +279,7 @@ def claims_follow_their_rule(table):
     decided = {"reproduced", "not reproduced at this scale", "opposite sign", "equivalent"}
     c = pd.read_csv(table)
     assert c.place.iloc[0] == "primary" and (c.place == "primary").sum() == 1
-    is_open = {"hierarchy": True, "adaptation": True, "replication": True}   # each gated family has its own sequence
+    is_open = {"hierarchy": True, "adaptation": True, "replication": True, "ladder": True}   # each family its own sequence
     for r in c.itertuples():
         if r.place == "exploratory":
             assert r.verdict in ("exploratory", "not tested in a discriminating regime"), r.claim
@@ -289,15 +290,47 @@ def claims_follow_their_rule(table):
                 continue
             assert r.verdict == _rates_by_hand(int(r.k_b), int(r.n_b), int(r.k_a), int(r.n_a)), (r.claim, r.verdict)
             continue
-        family = next((f for f in ("adaptation", "replication") if r.place.startswith(f)), "hierarchy")
+        family = next((f for f in ("adaptation", "replication", "ladder") if r.place.startswith(f)), "hierarchy")
         assert ("gate closed" in r.place) == (not is_open[family]), (r.claim, r.place)
         if not is_open[family]:
             assert r.verdict == "exploratory", r.claim
             continue
         eff = r.paper_effect if r.paper_effect in ("lower", "higher") else float(r.paper_effect)
-        if r.verdict != "not tested in a discriminating regime":
+        if r.unit == "points/decade":              # a slope across sizes: its verdict reads off its interval and TOST p
+            side = 1 if eff == "higher" else -1
+            lo, hi = sorted((side * r.ci_low, side * r.ci_high))
+            assert r.verdict == ("inconclusive" if not r.n or pd.isna(r.ci_low) else "reproduced" if lo > 0 else
+                                 "opposite sign" if hi < 0 else "equivalent" if r.p_equiv < 0.025 else "inconclusive"), r.claim
+        elif r.verdict != "not tested in a discriminating regime":
             assert r.verdict == _verdict_by_hand(r.ours, r.sd, r.n, eff), (r.claim, r.verdict)
         is_open[family] = r.verdict in decided
+
+
+def ladder_slope_follows_its_rows(folder):
+    """The compute-matched ladder's slope and its interval, recomputed from the per-size rows of ladder.csv by code
+    written a second time (weighted least squares in closed form, scipy's t), match its family table."""
+    import math
+    import numpy as np, pandas as pd
+    from scipy import stats
+    rows = pd.read_csv(folder / "ladder.csv")
+    rows = rows[rows.variant == "hamiltonian"]
+    fam = pd.read_csv(folder / "ladder_family.csv").set_index("unit").loc["points/decade"]
+    x, y, w = rows["log10 params"].to_numpy(), rows["mean %"].to_numpy(), (rows.n / rows["sd %"] ** 2).to_numpy()
+    assert int(fam.n) == len(x)
+    if len(x) < 3:
+        assert pd.isna(fam.estimate)
+        return
+    xw, yw = w @ x / w.sum(), w @ y / w.sum()
+    sxx = w @ (x - xw) ** 2
+    b = w @ ((x - xw) * (y - yw)) / sxx
+    se = math.sqrt(w @ (y - yw - b * (x - xw)) ** 2 / (len(x) - 2) / sxx)
+    half = stats.t.ppf(0.975, len(x) - 2) * se
+    assert np.allclose([fam.estimate, fam.ci_low, fam.ci_high], [b, b - half, b + half], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [s for s in _committed_scales() if (ROOT / "figures" / s / "scaling" / "ladder.csv").is_file()])
+def test_committed_ladder_slope_follows_its_rows(scale):
+    ladder_slope_follows_its_rows(ROOT / "figures" / scale / "scaling")
 
 
 @pytest.mark.parametrize("scale", [s for s in _committed_scales() if (ROOT / "figures" / s / "claims" / "claims.csv").is_file()])
