@@ -62,7 +62,6 @@ class AttentionConfig:
             raise ValueError(f"coupling_hidden={self.coupling_hidden}; it must be at least 1")
         if self.scale_bound <= 0:
             raise ValueError(f"scale_bound={self.scale_bound}; it must be positive")
-        import math
         if not (math.isfinite(self.dt_init) and self.dt_init >= 0):
             raise ValueError(f"dt_init={self.dt_init}; give a finite step size >= 0 (0: the layer starts as its parent)")
         if not (math.isfinite(self.subln_gain) and self.subln_gain > 0):
