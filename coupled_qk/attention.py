@@ -6,14 +6,11 @@ invertible coupling on either, `invertible` and `invertible_differential`."""
 
 # %% ../nbs/01_attention.ipynb #be03282f
 from __future__ import annotations
-
 import math
 from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-
 from .integrators import FORCES, INTEGRATORS, CoupledDynamics
 from .invertible import InvertibleCoupling
 
@@ -48,7 +45,6 @@ class AttentionConfig:
     recompute: bool = True           # recompute the dynamics or coupling in the backward pass instead of storing them
     learn_dt: bool = True            # False: Δt stays at dt_init (dt_init = 0 then makes the layer its parent, in training too)
     subln_gain: float = 1.0          # Differential Attention's sub-layer-norm gain at init (1 in the reference; see the text)
-
     def __post_init__(self):
         for kind, value, valid in (("attention variant", self.variant, VARIANTS),
                                    ("force", self.force, tuple(FORCES)),
@@ -66,14 +62,12 @@ class AttentionConfig:
             raise ValueError(f"dt_init={self.dt_init}; give a finite step size >= 0 (0: the layer starts as its parent)")
         if not (math.isfinite(self.subln_gain) and self.subln_gain > 0):
             raise ValueError(f"subln_gain={self.subln_gain}; give a finite gain > 0")
-
     @property
     def method(self) -> str | None:
         "The integrator this variant runs, or None for variants without dynamics."
         if self.variant == "coupled_differential":
             return self.integrator
         return self.variant if self.variant in COUPLED else None
-
     @property
     def invertible(self) -> bool:
         "Whether this variant couples q and k with the invertible map."
@@ -88,14 +82,12 @@ class Rotary(nn.Module):
             raise ValueError(f"rotary encoding needs an even head dim, got {head_dim}")
         self.register_buffer("inv_freq", base ** -(torch.arange(0, head_dim, 2).float() / head_dim), persistent=False)
         self._cache: dict = {}
-
     def angles(self, T: int, device, dtype) -> tuple[Tensor, Tensor]:
         "cos and sin of position × frequency, (T, d)."
         t = torch.arange(T, device=device, dtype=torch.float32)
         ang = torch.outer(t, self.inv_freq.to(device))
         ang = torch.cat([ang, ang], -1)
         return ang.cos().to(dtype), ang.sin().to(dtype)
-
     def cos_sin(self, T: int, device, dtype) -> tuple[Tensor, Tensor]:
         # under torch.compile the angles are part of the graph (a few fused ops): a cache here would be a Python
         # side effect that dynamo guards on, so each new cache entry would recompile
@@ -105,7 +97,6 @@ class Rotary(nn.Module):
         if key not in self._cache:
             self._cache = {key: self.angles(T, device, dtype)}
         return self._cache[key]
-
     def forward(self, x: Tensor) -> Tensor:
         cos, sin = self.cos_sin(x.shape[-2], x.device, x.dtype)
         x1, x2 = x.chunk(2, -1)
@@ -162,14 +153,12 @@ class CausalSelfAttention(nn.Module):
         self.dynamics = dynamics_of(cfg, n_heads, self.head_dim)
         self.coupling = (InvertibleCoupling(n_heads, self.head_dim, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
                          if cfg.invertible else None)
-
     def qk_v(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         "q, k (after the dynamics or coupling, and rotary) and v, each (B, H, T, d_h)."
         B, T, _ = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k = before_scoring(self, q, k)
         return q, k, v
-
     def forward(self, x: Tensor, naive: bool = False) -> Tensor:
         B, T, C = x.shape
         y = attend(*self.qk_v(x), naive=naive)
@@ -187,7 +176,6 @@ class ProjectRecomputed(torch.autograd.Function):
         ctx.f, ctx.autocast = f, (torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
         ctx.save_for_backward(weight, *xs)
         return F.linear(f(*xs), weight)
-
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dz: Tensor):
@@ -238,7 +226,6 @@ class DifferentialAttend(torch.autograd.Function):
         ctx.save_for_backward(q1, k1, q2, k2, v, lam)
         ctx.n_blocks = n_blocks
         return out.transpose(1, 2)
-
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout: Tensor):
@@ -289,7 +276,6 @@ class SubLayerNorm(nn.RMSNorm):
         super().__init__(d, eps=1e-5, elementwise_affine=True)
         self.gain = gain
         self.reset_parameters()
-
     def reset_parameters(self):
         super().reset_parameters()
         with torch.no_grad():
@@ -315,13 +301,11 @@ class DifferentialAttention(nn.Module):
         self.coupling = (InvertibleCoupling(2 * self.n_heads, d, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
                          if cfg.invertible else None)
         self.core = "auto"    # (A1 − λA2)V: 'blocks' (`differential_attend`), 'flash' (four SDPA calls), 'auto': blocks on CPU
-
     def lam(self) -> Tensor:
         "λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init."
         l1 = torch.exp((self.lambda_q1 * self.lambda_k1).sum().float())
         l2 = torch.exp((self.lambda_q2 * self.lambda_k2).sum().float())
         return l1 - l2 + self.lambda_init
-
     def forward(self, x: Tensor, naive: bool = False) -> Tensor:
         B, T, C = x.shape
         h, d = self.n_heads, self.head_dim
@@ -344,22 +328,18 @@ class DifferentialAttention(nn.Module):
         if self.cfg.recompute and torch.is_grad_enabled() and not torch.compiler.is_compiling():
             return project_recomputed(f, self.proj.weight, *xs)
         return self.proj(f(*xs))
-
     def in_blocks(self, q: Tensor) -> bool:
         "Whether the core runs as `differential_attend` (`core` 'blocks', or 'auto' on CPU outside torch.compile)."
         if self.core not in ("auto", "blocks", "flash"):
             raise ValueError(f"DifferentialAttention.core={self.core!r}; valid: auto, blocks, flash")
         return self.core == "blocks" or (self.core == "auto" and q.device.type == "cpu"
                                          and not torch.compiler.is_compiling())
-
     def norm_heads(self, y: Tensor, gain: Tensor) -> Tensor:
         "Each head's (A1 − λA2)V, (B, T, h, 2d), through the sub-layer RMSNorm (weight `gain`), times 1 − λ_init."
         return F.rms_norm(y, (y.shape[-1],), gain, self.subln.eps) * (1 - self.lambda_init)
-
     def norm_tokens(self, gain: Tensor, y: Tensor) -> Tensor:
         "W_o's input, (B, T, h·2d): `norm_heads` of the core's output y = (A1 − λA2)V, (B, h, T, 2d)."
         return self.norm_heads(y.transpose(1, 2), gain).flatten(2)
-
     def combine(self, lam: Tensor, gain: Tensor, o11: Tensor, o21: Tensor, o12: Tensor, o22: Tensor) -> Tensor:
         """W_o's input, (B, T, h·2d): `norm_heads` of A1V − λA2V from the four flash outputs o_ij = A_i V_j (V_j the
         j-th half of V), written token by token so that W_o reads it without a copy."""

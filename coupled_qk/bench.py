@@ -37,7 +37,6 @@ class BenchConfig:
     n_steps: int = 1                               # integration steps of the coupled variants
     device: str = "auto"
     seed: int = 0
-
     def __post_init__(self):
         self.shapes, self.variants, self.modes = tuple(self.shapes), tuple(self.variants), tuple(self.modes)
         for kind, values, valid in (("shape", self.shapes, tuple(PRESETS)), ("variant", self.variants, VARIANTS),

@@ -79,7 +79,6 @@ class RunCall(Checkpointable):
     run_id: str
     config: object            # the trainer's config dataclass
     out: str
-
     def __call__(self) -> dict:
         from filelock import FileLock
         t0 = time.perf_counter()

@@ -11,7 +11,6 @@ import datetime, hashlib, json, os, re, shutil, socket, sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
-
 from .settings import load_settings, ConfigError, writable_dir
 from .provenance import (StateError, atomic_write, put_in_place, read_state, remove_stale_temporaries, temporary_name,
                                    undo_on_failure)

@@ -90,11 +90,9 @@ class ByteCounter(TorchDispatchMode):
         from torch.utils.flop_counter import flop_registry
         count_cpu_flash_attention()
         self.flop_bound, self.by_op = set(flop_registry), {}
-
     @property
     def total(self) -> int:
         return sum(self.by_op.values())
-
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)

@@ -8,7 +8,6 @@ lack it), or Debian's snapshot archive; and one line naming the ways to get it w
 from __future__ import annotations
 import hashlib, json, os, re, shutil, subprocess, sys, urllib.parse, urllib.request
 from pathlib import Path
-
 from .provenance import undo_on_failure
 from .documents import DataError, data_dir
 

@@ -8,7 +8,6 @@ formats) into documents. The embedded corpora (`embedded`) and the corpus regist
 from __future__ import annotations
 import codecs, functools, hashlib, json, re, sys
 from pathlib import Path
-
 from .settings import load_settings, UserError, writable_dir
 
 # %% auto #0

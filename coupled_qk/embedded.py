@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip, os, re, shutil, subprocess, sys, sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from .documents import DataError, cap_docs
 from .debian import deb_version, fetch_deb, unpack_deb
 
@@ -43,7 +42,6 @@ class Pin:
     releases: dict = field(default_factory=dict)   # NAME@VERSION texts committed results also used: version -> fingerprint
     snapshots: dict = field(default_factory=dict)  # version -> where Debian's snapshot archive serves it
                                                    # ('ARCHIVE/TIME SUITE COMPONENT', a time the archive served it at)
-
     def versions(self) -> str:
         return ", ".join(f"{p} {v}" for p, v in self.packages.items()) or f"Python {self.python}"
 

@@ -5,14 +5,11 @@
 
 # %% ../nbs/14b_export.ipynb #6d6e9d72
 from __future__ import annotations
-
 import base64, json, os, shutil, tempfile
 from dataclasses import asdict
 from pathlib import Path
-
 import torch
 import torch.nn.functional as F
-
 try:
     import transformers
     from transformers import (AutoConfig, AutoModelForCausalLM, GenerationConfig, GenerationMixin, PretrainedConfig,
@@ -22,7 +19,6 @@ except ImportError:
     raise ImportError('coupled_qk.export needs Hugging Face transformers 5.x: pip install -e ".[hf]"') from None
 if transformers.__version__.split(".")[0] != "5":
     raise ImportError(f'coupled_qk.export needs transformers 5.x, not {transformers.__version__}: pip install -e ".[hf]"')
-
 from .settings import UserError, load_settings
 from .provenance import read_state, temporary_name
 from .model import GPT, GPTConfig
@@ -40,7 +36,6 @@ __all__ = ['SHIM', 'RESULT_FIELDS', 'TASK_YAML', 'TASK_UTILS', 'CoupledQKConfig'
 class CoupledQKConfig(PretrainedConfig):
     "transformers' config of this project's decoder: `gpt` is the GPTConfig as a dict (its attention variant included)."
     model_type = "coupled_qk"
-
     def __init__(self, gpt: dict | None = None, **kw):
         self.gpt = asdict(GPTConfig(**(gpt or {})))          # checked, and complete: every field written out
         g = self.gpt
@@ -56,23 +51,19 @@ class CoupledQKForCausalLM(PreTrainedModel, GenerationMixin):
     config_class = CoupledQKConfig
     base_model_prefix = "gpt"
     main_input_name = "input_ids"
-
     def __init__(self, config: CoupledQKConfig):
         super().__init__(config)
         self.gpt = GPT(GPTConfig(**config.gpt))
         if self.gpt.cfg.tie_embeddings:            # one tensor, saved once (safetensors keeps no shared storage)
             self._tied_weights_keys = {"gpt.lm_head.weight": "gpt.tok_emb.weight"}
         self.post_init()
-
     def _init_weights(self, module):
         "GPT initialises itself; only the rotary frequencies (a buffer no checkpoint holds) are set here."
         if isinstance(module, Rotary):
             d = module.inv_freq.numel() * 2
             module.inv_freq = self.gpt.cfg.attention.rope_base ** -(torch.arange(0, d, 2).float() / d)
-
     def get_input_embeddings(self): return self.gpt.tok_emb
     def get_output_embeddings(self): return self.gpt.lm_head
-
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, **kw) -> CausalLMOutput:
         if attention_mask is not None and bool(((attention_mask == 0) & (attention_mask.flip(-1).cummax(-1).values
@@ -85,11 +76,9 @@ class CoupledQKForCausalLM(PreTrainedModel, GenerationMixin):
             loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.size(-1)), labels[:, 1:].reshape(-1),
                                    ignore_index=-100)
         return CausalLMOutput(loss=loss, logits=logits)
-
     def prepare_inputs_for_generation(self, input_ids: torch.Tensor, **kw) -> dict:
         "The last seq_len tokens, as GPT.generate feeds them (no cache: the whole window every step)."
         return {"input_ids": input_ids[:, -self.gpt.cfg.seq_len:]}
-
     @classmethod
     def from_gpt(cls, gpt: GPT, eos_token_id: int | None = None) -> "CoupledQKForCausalLM":
         "The transformers model holding a copy of `gpt`'s weights (in eval mode)."

@@ -151,7 +151,6 @@ class GlueConfig:
     device: str | None = None          # auto, cpu, cuda, cuda:N or mps; None = the `device` setting
     glue_dir: str | None = None        # a folder in GLUE's (or the hub's) layout; None = the local_glue setting, else the hub
     NON_RESULT_FIELDS = ("device", "glue_dir")
-
     def __post_init__(self):
         check_fields(self)
         check_choice("GLUE task", self.task, tuple(GLUE_TASKS))
@@ -175,7 +174,6 @@ class GlueConfig:
         check_number("weight_decay", self.weight_decay, 0)
         check_number("warmup_frac", self.warmup_frac, 0, high=0.99)
         check_number("seed", self.seed, 0, integer=True)
-
     def lm_config(self) -> TrainConfig:
         """The language-model config the classifier is built from: the run's recorded one (read by `from_record`, so a
         run made before a later field existed keeps its identity), else the scratch architecture's."""
@@ -256,7 +254,6 @@ class Classifier(nn.Module):
         self.head = nn.Linear(gpt.cfg.d_model, n_labels)
         nn.init.normal_(self.head.weight, std=0.02)
         nn.init.zeros_(self.head.bias)
-
     def forward(self, idx: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         h = features(self.gpt, idx)
         if self.pooling == "last":

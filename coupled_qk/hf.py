@@ -5,13 +5,10 @@ initialisation, exact with the KV cache, and trained like LoRA's B = 0 start."""
 
 # %% ../nbs/14_hf.ipynb #7099c2c1
 from __future__ import annotations
-
 import json, operator
 from collections.abc import Collection
 from pathlib import Path
-
 from torch import Tensor, nn
-
 try:
     import transformers
     from safetensors import safe_open
@@ -27,7 +24,6 @@ except ImportError:
 if transformers.__version__.split(".")[0] != "5":
     raise ImportError(f"coupled_qk.hf needs transformers 5.x, not {transformers.__version__}: pip install -e '.[hf]' "
                       "in the project (make setup installs it)")
-
 from .attention import DIFFERENTIAL, AttentionConfig, dynamics_of
 from .invertible import InvertibleCoupling
 from .settings import ConfigError, UserError
@@ -55,7 +51,6 @@ class QKCoupling(nn.Module):
         self.dynamics = dynamics_of(cfg, n_heads, head_dim)
         self.invertible = (InvertibleCoupling(n_heads, head_dim, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
                            if cfg.invertible else None)
-
     def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         step = self.dynamics if self.dynamics is not None else self.invertible
         if self.groups == 1:
@@ -65,7 +60,6 @@ class QKCoupling(nn.Module):
         q, moved = step(q, copies)
         # the mean displacement, not the mean of the copies: exactly k where the coupling is the identity
         return q, k + (moved - copies).view(B, H_kv, self.groups, T, d).mean(2)
-
     def extra_repr(self) -> str:
         return f"variant={self.variant}, groups={self.groups}"
 
@@ -96,11 +90,9 @@ class CoupledGPT2Attention(modeling_gpt2.GPT2Attention):
 class LlamaFamilyCoupled:
     "The Llama family's attention forward with `coupling` on (q, k) after the projections, before rotary and the cache."
     modeling = modeling_llama         # the family's modeling module: its rotary, its eager attention, its registry
-
     def _window(self):
         "The sliding window this family passes to its attention function (the Llama family: none)."
         return None
-
     def forward(self, hidden_states, position_embeddings=None, attention_mask=None, cache=None,
                 past_key_values=None, **kwargs):
         cache = past_key_values if cache is None else cache
@@ -126,13 +118,11 @@ class CoupledLlamaAttention(LlamaFamilyCoupled, modeling_llama.LlamaAttention):
 
 class CoupledMistralAttention(LlamaFamilyCoupled, modeling_mistral.MistralAttention):
     modeling = modeling_mistral
-
     def _window(self):
         return getattr(self.config, "sliding_window", None)
 
 class CoupledQwen2Attention(LlamaFamilyCoupled, modeling_qwen2.Qwen2Attention):
     modeling = modeling_qwen2
-
     def _window(self):
         return self.sliding_window
 

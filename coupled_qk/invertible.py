@@ -5,12 +5,10 @@ affine coupling maps, the identity at initialisation — before attention scores
 
 # %% ../nbs/13_invertible.ipynb #09dba39c
 from __future__ import annotations
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
-
 from .integrators import MLPForce, mlp_force
 
 # %% auto #0
@@ -37,23 +35,18 @@ class AffineCoupling(nn.Module):
         self.s = MLPForce(head_dim, hidden, n_heads, shared=False)
         self.t = MLPForce(head_dim, hidden, n_heads, shared=False)
         self.reset_parameters()
-
     def reset_parameters(self):
         for net in (self.s, self.t):
             net.reset_parameters()
             nn.init.zeros_(net.w2)   # s = t = 0 exactly, so the map starts as the identity
-
     def scale_shift(self, c: Tensor) -> tuple[Tensor, Tensor]:
         "s(c), bounded to (-b, b) so that exp(s) can neither explode nor vanish, and t(c)."
         return bounded(self.s(c), self.scale_bound), self.t(c)
-
     def weights(self) -> list[Tensor]:
         "W1, W2 of s, then of t."
         return [*self.s.weights(), *self.t.weights()]
-
     def forward(self, x: Tensor, c: Tensor) -> Tensor:
         return affine(x, c, self.weights(), self.scale_bound)
-
     def inverse(self, y: Tensor, c: Tensor) -> Tensor:
         s, t = self.scale_shift(c)
         return (y - t) * torch.exp(-s)
@@ -125,7 +118,6 @@ class FusedCoupling(torch.autograd.Function):
         # (B, T, H, d) in memory, like attention's projections: SDPA's output then takes that order too, and
         # W_o reads it without a saved copy
         return tuple(y.view(B, T, H, d).transpose(1, 2) for y in (q2, k2))
-
     @staticmethod
     def backward(ctx, gq2: Tensor, gk2: Tensor):
         q0, k0, *ws = ctx.saved_tensors
@@ -151,15 +143,12 @@ class InvertibleCoupling(nn.Module):
         self.recompute, self.fused = recompute, fused
         self.q_map = AffineCoupling(n_heads, head_dim, hidden, scale_bound)   # q ← q·exp(s1(k)) + t1(k)
         self.k_map = AffineCoupling(n_heads, head_dim, hidden, scale_bound)   # k ← k·exp(s2(q)) + t2(q)
-
     def weights(self) -> list[Tensor]:
         "The eight MLP weights in `FusedCoupling`'s order: the q map's, then the k map's."
         return self.q_map.weights() + self.k_map.weights()
-
     def _run(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         q = self.q_map(q, k)
         return q, self.k_map(k, q)
-
     def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         if torch.compiler.is_compiling():   # inductor fuses the plain maps itself, and its partitioner picks what to
             return self._run(q, k)          # recompute (FusedCoupling's `out=` views would break the graph)
@@ -168,12 +157,10 @@ class InvertibleCoupling(nn.Module):
         if self.recompute and torch.is_grad_enabled():
             return checkpoint(self._run, q, k, use_reentrant=False, preserve_rng_state=False)
         return self._run(q, k)
-
     def inverse(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         "(q, k) from the coupled (q', k'): the k map was applied last, so it is undone first."
         k = self.k_map.inverse(k, q)
         return self.q_map.inverse(q, k), k
-
     def log_det(self, q: Tensor, k: Tensor) -> Tensor:
         "log |det ∂(q', k')/∂(q, k)| of the forward map at (q, k), one value per head and token: (B, H, T)."
         s1, _ = self.q_map.scale_shift(k)

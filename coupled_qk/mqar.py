@@ -26,7 +26,6 @@ class MQARConfig:
     num_examples: int = 100_000     # training examples (Zoology's num_train_examples)
     seed: int = 0
     random_non_queries: bool = True # fill non-query slots with uniform random tokens, as Zoology does
-
     def __post_init__(self):
         def bad(msg): raise ValueError(f"MQARConfig: {msg}")
         for name in ("vocab_size", "seq_len", "num_kv_pairs", "num_examples", "seed"):
@@ -49,7 +48,6 @@ class MQARConfig:
             bad(f"num_examples={self.num_examples} must be >= 1")
         if self.seed < 0:
             bad(f"seed={self.seed} must be >= 0 (numpy seeds are non-negative)")
-
     @property
     def context_len(self) -> int:
         "Tokens taken by the key-value pairs, k1 v1 k2 v2 ..."
@@ -58,7 +56,6 @@ class MQARConfig:
     def num_slots(self) -> int:
         "Candidate query positions: the even offsets of the query region."
         return (self.seq_len - self.context_len) // 2
-
     def replace(self, **kw) -> "MQARConfig":
         "A copy with some fields changed (validated again)."
         return dataclasses.replace(self, **kw)
@@ -185,7 +182,6 @@ class MQARSplits:
     test_labels: torch.Tensor
     seed: int
     redrawn: int = 0    # test examples redrawn because they repeated a training example
-
     @property
     def train(self): return self.train_inputs, self.train_labels
     @property

@@ -54,7 +54,6 @@ class MQARTrainConfig:
     seed: int = 0                      # data streams and model init
     device: str | None = None          # auto, cpu, cuda, cuda:N or mps; None = the `device` setting
     NON_RESULT_FIELDS = ("device",)
-
     def __post_init__(self):
         check_fields(self)
         check_choice("MQAR task", self.task, tuple(MQAR_PRESETS))
@@ -79,14 +78,11 @@ class MQARTrainConfig:
             self.model_config()
         except ValueError as e:
             raise ConfigError(str(e)) from None
-
     @property
     def warmup_steps(self) -> int: return int(self.warmup_frac * self.steps)
-
     def task_config(self) -> MQARConfig:
         over = {k: getattr(self, k) for k in ("vocab_size", "seq_len", "num_kv_pairs", "power_a") if getattr(self, k) is not None}
         return mqar_config(self.task, num_examples=self.steps * self.batch_size, seed=self.seed, **over)
-
     def model_config(self) -> GPTConfig:
         t = self.task_config()
         over = {k: getattr(self, k) for k in ("n_steps", "dt_init") if getattr(self, k) is not None}

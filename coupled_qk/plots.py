@@ -54,7 +54,6 @@ class ArtifactWriter:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.params, self.files, self.runs, self.notes = dict(params or {}), [], [], []
         self.fingerprints, self.versions = {}, {}       # corpus -> fingerprint, and the sources it was built from
-
     def figure(self, fig, name: str, close: bool = True) -> Path:
         "Save `fig` as name.png and name.pdf."
         for ext in ("png", "pdf"):
@@ -63,7 +62,6 @@ class ArtifactWriter:
         if close:
             plt.close(fig)
         return self.dir / f"{name}.png"
-
     def table(self, df: pd.DataFrame, name: str, caption: str = "", floatfmt: str = ".4g") -> Path:
         "Save `df` as name.csv and name.md (with a caption line that states the scale)."
         df.to_csv(self.dir / f"{name}.csv", index=False)
@@ -71,7 +69,6 @@ class ArtifactWriter:
         (self.dir / f"{name}.md").write_text(head + df.to_markdown(index=False, floatfmt=floatfmt) + "\n")
         self.files += [f"{name}.csv", f"{name}.md"]
         return self.dir / f"{name}.md"
-
     def used(self, runs: pd.DataFrame | list[dict]):
         "Record the runs (ids and corpus fingerprints) this artifact was made from."
         recs = runs.to_dict("records") if isinstance(runs, pd.DataFrame) else list(runs)
@@ -81,9 +78,7 @@ class ArtifactWriter:
             if r.get("corpus") and r.get("corpus_fingerprint"):
                 self.fingerprints[r["corpus"]] = r["corpus_fingerprint"]
                 self.versions[r["corpus"]] = run_versions(r)
-
     def note(self, text: str): self.notes.append(text)
-
     def finish(self) -> Path:
         "Write provenance.json and return the artifact's folder."
         from coupled_qk import __version__

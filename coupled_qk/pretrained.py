@@ -5,19 +5,15 @@ file dequantised to float32 and cached under `data_dir` with its provenance; not
 
 # %% ../nbs/14a_pretrained.ipynb #e7dcdd79
 from __future__ import annotations
-
 import datetime, importlib.metadata, importlib.util, json, os, re, shutil, subprocess, sys, zipfile
 from dataclasses import dataclass
 from pathlib import Path
-
 import torch
-
 try:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 except ImportError:
     raise ImportError("coupled_qk.pretrained needs Hugging Face transformers 5.x: pip install -e '.[hf]' in the "
                       "project (make setup installs it)") from None
-
 from .settings import check_choice
 from .provenance import (atomic_write, put_in_place, read_state, remove_stale_temporaries,
                                   temporary_name, undo_on_failure)

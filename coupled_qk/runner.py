@@ -102,7 +102,6 @@ class ReproReport:
     overheads: list = field(default_factory=list)  # seconds per executed run spent outside training and evaluation
     train_seconds: float = 0.0
     artifact_seconds: float = 0.0
-
     @property
     def overhead_median(self) -> float | None:
         return statistics.median(self.overheads) if self.overheads else None

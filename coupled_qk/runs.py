@@ -170,19 +170,16 @@ class OpenRun:
     device: torch.device
     result: dict | None = None       # result.json of a finished run; None: the trainer trains it
     main: bool = True                # the process that writes (rank 0 under data parallelism)
-
     def fresh(self) -> None:
         "Start afresh: drop what an earlier, unfinished attempt left (metrics, result, checkpoint)."
         if self.main:
             for f in ("metrics.jsonl", "result.json", "ckpt.pt"):
                 (self.out / f).unlink(missing_ok=True)
-
     def log(self, rec: dict) -> None:
         "Append one record to metrics.jsonl."
         if self.main:
             with open(self.out / "metrics.jsonl", "a") as fh:
                 fh.write(json.dumps(rec) + "\n")
-
     def finish(self, res: dict) -> dict:
         "Add what every result records, write result.json (last, atomically), return it."
         from coupled_qk import __version__

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json, os, re
 from dataclasses import dataclass, field
 from pathlib import Path
-
 import numpy as np
-
 from .settings import load_settings, ConfigError
 from .provenance import (StateError, atomic_write, read_state, remove_stale_temporaries, replacing,
                                    undo_on_failure)
