@@ -43,8 +43,8 @@ class AttentionConfig:
     positional: str = "rope"
     rope_base: float = 10_000.0
     recompute: bool = True           # recompute the dynamics or coupling in the backward pass instead of storing them
-    learn_dt: bool = True            # False: Δt stays at dt_init (dt_init = 0 then makes the layer its parent, in training too)
-    subln_gain: float = 1.0          # Differential Attention's sub-layer-norm gain at init (1 in the reference; see the text)
+    learn_dt: bool = True            # False: Δt stays at dt_init (with dt_init = 0 the layer trains as its parent)
+    subln_gain: float = 1.0          # Differential Attention's sub-layer-norm gain at init (1: the reference's)
     def __post_init__(self):
         for kind, value, valid in (("attention variant", self.variant, VARIANTS),
                                    ("force", self.force, tuple(FORCES)),
@@ -59,7 +59,8 @@ class AttentionConfig:
         if self.scale_bound <= 0:
             raise ValueError(f"scale_bound={self.scale_bound}; it must be positive")
         if not (math.isfinite(self.dt_init) and self.dt_init >= 0):
-            raise ValueError(f"dt_init={self.dt_init}; give a finite step size >= 0 (0: the layer starts as its parent)")
+            raise ValueError(f"dt_init={self.dt_init}; give a finite step size >= 0 "
+                             "(0: the layer starts as its parent)")
         if not (math.isfinite(self.subln_gain) and self.subln_gain > 0):
             raise ValueError(f"subln_gain={self.subln_gain}; give a finite gain > 0")
     @property
@@ -141,7 +142,7 @@ def before_scoring(layer: nn.Module, q: Tensor, k: Tensor) -> tuple[Tensor, Tens
     return q, k
 
 class CausalSelfAttention(nn.Module):
-    "Causal self-attention: `standard`, coupled (`hamiltonian`, `euler`, `mlp_only`) or `invertible`, per `cfg.variant`."
+    "Causal self-attention: `standard`, coupled (`hamiltonian`, `euler`, `mlp_only`) or `invertible`."
     def __init__(self, cfg: AttentionConfig, d_model: int, n_heads: int, layer_idx: int = 0):
         super().__init__()
         if d_model % n_heads:
@@ -166,10 +167,10 @@ class CausalSelfAttention(nn.Module):
 
 # %% ../nbs/01_attention.ipynb #5d1f0e2a
 class ProjectRecomputed(torch.autograd.Function):
-    """z = f(x₁, …, xₙ) Wᵀ keeping only W and the xᵢ for the backward. There f's output, the projection's
-    input, is recomputed (f must be cheap, elementwise work, and deterministic; every tensor it differentiates
-    through must be one of the xᵢ), and the projection's backward is written out: ∂W = ∂zᵀ f(x), ∂f(x) = ∂z W.
-    Unlike a checkpoint of f and the projection together, the matmul runs once. First derivatives only."""
+    """z = f(x₁, …, xₙ) Wᵀ keeping only W and the xᵢ for the backward, where f(x) is recomputed (f: cheap,
+    elementwise, deterministic, differentiating only through the xᵢ) and ∂W = ∂zᵀ f(x), ∂f(x) = ∂z W are
+    written out. Unlike a checkpoint of f and the projection together, the matmul runs once. First derivatives
+    only."""
     @staticmethod
     def forward(ctx, f, weight: Tensor, *xs: Tensor) -> Tensor:
         dev = weight.device.type
@@ -217,7 +218,8 @@ class DifferentialAttend(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q1, k1, q2, k2, v, lam, n_blocks: int):
         B, h, T, dv = v.shape
-        q1f, k1f, q2f, k2f, vf = (t.reshape(B * h, T, t.shape[-1]) for t in (q1, k1, q2, k2, v))   # copied once if strided
+        # copied once if strided
+        q1f, k1f, q2f, k2f, vf = (t.reshape(B * h, T, t.shape[-1]) for t in (q1, k1, q2, k2, v))
         out = v.new_empty(B, T, h, dv)                      # token by token, the order the norm and W_o read it in
         for r0, r1 in query_blocks(T, n_blocks):
             bias = causal_bias(r0, r1, vf)
@@ -242,10 +244,10 @@ class DifferentialAttend(torch.autograd.Function):
                 a1, a2 = block_map(q1f, k1f, bias, r0, r1), block_map(q2f, k2f, bias, r0, r1)
                 do = dof[:, r0:r1]
                 dvf[:, :r1] += torch.addcmul(a1, a2, lam, value=-1).transpose(1, 2) @ do
-                da = do @ vf[:, :r1].transpose(1, 2)                             # ∂A; ∂A₁ = ∂A, ∂A₂ = −λ∂A
+                da = do @ vf[:, :r1].transpose(1, 2)                     # ∂A; ∂A₁ = ∂A, ∂A₂ = −λ∂A
                 dlam -= torch.vdot(da.flatten(), a2.flatten())
                 for a, q, k, dq, dk, c in ((a1, q1f, k1f, dq1, dk1, scale), (a2, q2f, k2f, dq2, dk2, -lam * scale)):
-                    ds = torch.ops.aten._softmax_backward_data(da, a, -1, da.dtype)   # A ∘ (∂A − rowsum(∂A ∘ A))
+                    ds = torch.ops.aten._softmax_backward_data(da, a, -1, da.dtype)   # A∘(∂A − rowsum(∂A∘A))
                     dq[:, r0:r1] = (ds @ k[:, :r1]).mul_(c)
                     dk[:, :r1] += (ds.transpose(1, 2) @ q[:, r0:r1]).mul_(c)
         grads = (g.view(B, h, T, g.shape[-1]) for g in (dq1, dk1, dq2, dk2, dvf))
@@ -253,8 +255,8 @@ class DifferentialAttend(torch.autograd.Function):
 
 def differential_attend(q1: Tensor, k1: Tensor, q2: Tensor, k2: Tensor, v: Tensor, lam: Tensor,
                         n_blocks: int | None = None) -> Tensor:
-    """(softmax(Q₁K₁ᵀ/√d + M) − λ softmax(Q₂K₂ᵀ/√d + M))V for q, k (B, h, T, d), v (B, h, T, 2d) and a scalar λ,
-    in `n_blocks` blocks of query rows (default: one up to T = 64, then blocks of about 128 rows, at least two)."""
+    """(softmax(Q₁K₁ᵀ/√d + M) − λ softmax(Q₂K₂ᵀ/√d + M))V for q, k (B, h, T, d), v (B, h, T, 2d),
+    a scalar λ, in `n_blocks` blocks of query rows (default: one up to T = 64, then about 128 rows, at least two)."""
     T = q1.shape[-2]
     n = n_blocks or (1 if T <= 64 else max(2, T // 128))
     if n < 1 or lam.dim():
@@ -282,7 +284,7 @@ class SubLayerNorm(nn.RMSNorm):
             self.weight.fill_(getattr(self, "gain", 1.0))
 
 class DifferentialAttention(nn.Module):
-    "Differential Attention V1 (`differential`), with q/k dynamics (`coupled_differential`) or coupling (`invertible_differential`)."
+    "Differential Attention V1 (`differential`), with dynamics (`coupled_differential`) or the invertible coupling."
     def __init__(self, cfg: AttentionConfig, d_model: int, n_heads: int, layer_idx: int = 0):
         super().__init__()
         if d_model % n_heads or n_heads % 2:
@@ -300,7 +302,7 @@ class DifferentialAttention(nn.Module):
         self.dynamics = dynamics_of(cfg, 2 * self.n_heads, d)
         self.coupling = (InvertibleCoupling(2 * self.n_heads, d, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
                          if cfg.invertible else None)
-        self.core = "auto"    # (A1 − λA2)V: 'blocks' (`differential_attend`), 'flash' (four SDPA calls), 'auto': blocks on CPU
+        self.core = "auto"    # (A1 − λA2)V: 'blocks' (differential_attend), 'flash' (4 SDPA calls), 'auto'
     def lam(self) -> Tensor:
         "λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init."
         l1 = torch.exp((self.lambda_q1 * self.lambda_k1).sum().float())
@@ -343,7 +345,8 @@ class DifferentialAttention(nn.Module):
     def combine(self, lam: Tensor, gain: Tensor, o11: Tensor, o21: Tensor, o12: Tensor, o22: Tensor) -> Tensor:
         """W_o's input, (B, T, h·2d): `norm_heads` of A1V − λA2V from the four flash outputs o_ij = A_i V_j (V_j the
         j-th half of V), written token by token so that W_o reads it without a copy."""
-        y = torch.cat([torch.addcmul(o11, -lam, o21).transpose(1, 2), torch.addcmul(o12, -lam, o22).transpose(1, 2)], -1)
+        y = torch.cat([torch.addcmul(o11, -lam, o21).transpose(1, 2),
+                       torch.addcmul(o12, -lam, o22).transpose(1, 2)], -1)
         return self.norm_heads(y, gain).flatten(2)
 
 # %% ../nbs/01_attention.ipynb #0f04bcf4

@@ -55,7 +55,7 @@ def _reason(a: np.ndarray, b: np.ndarray) -> str | None:
     return None
 
 def welch(a, b) -> dict:
-    "Welch's unequal-variance t-test of b against a: t (sign of mean(b)-mean(a)), Welch–Satterthwaite df, two-sided p."
+    "Welch's t-test of b against a: t (sign of mean(b)-mean(a)), Welch–Satterthwaite df, two-sided p."
     a, b = finite(a), finite(b)
     reason = _reason(a, b)
     if reason:

@@ -52,7 +52,7 @@ def _offline_error(name: str, what: str) -> DataError:
 def load_hub(name: str, hub_id: str, **kw):
     "datasets.load_dataset for `owner/name[:config]`, failing fast with the fix when the hub is unreachable."
     datasets = quiet_datasets()
-    # offline mode may still be served from the local hub cache (and fails fast); otherwise probe before datasets retries
+    # offline mode may still be served from the local hub cache (and fails fast); else probe before datasets retries
     # (datasets reads HF_HUB_OFFLINE when imported: set later, it would still retry, so that case fails here too)
     if (not _offline_env() and not hub_reachable()) or (_offline_env() and not datasets.config.HF_HUB_OFFLINE):
         raise _offline_error(name, f"the Hugging Face hub ({hub_id}) is unreachable from here")
@@ -60,7 +60,8 @@ def load_hub(name: str, hub_id: str, **kw):
     try:
         return datasets.load_dataset(repo, config or None, cache_dir=str(data_dir() / "hf_cache"), **kw)
     except (ConnectionError, OSError, TimeoutError) as e:
-        why = "offline mode (HF_HUB_OFFLINE) and not in the hub cache" if _offline_env() else f"could not download it ({type(e).__name__})"
+        why = ("offline mode (HF_HUB_OFFLINE) and not in the hub cache" if _offline_env()
+               else f"could not download it ({type(e).__name__})")
         raise _offline_error(name, f"{hub_id}: {why}") from None
 
 def _text_col(cols) -> str:
@@ -197,10 +198,12 @@ def source_of(name: str) -> dict:
         return dict(name=name, embedded=embedded_packages(spec), python=python)
     if not Path(path).exists():
         key = HUB_CORPORA[name][1] if name in HUB_CORPORA else None
-        raise DataError(f"{name}: local path {path} does not exist" + (f" (setting {key} / COUPLED_QK_{key.upper()})" if key else ""))
+        raise DataError(f"{name}: local path {path} does not exist"
+                        + (f" (setting {key} / COUPLED_QK_{key.upper()})" if key else ""))
     files = [(f, f.stat()) for f in local_files(Path(path))]
     return dict(name=name, local=str(path), files=[
-        (f.relative_to(path).as_posix() if f != path else f.name, st.st_size, file_sha256(str(f), st.st_size, st.st_mtime_ns))
+        (f.relative_to(path).as_posix() if f != path else f.name, st.st_size,
+         file_sha256(str(f), st.st_size, st.st_mtime_ns))
         for f, st in files])
 
 def source_key(source: dict) -> str:
@@ -289,7 +292,8 @@ def _build(name: str, src: dict, out: Path, log) -> dict:
         elif kind == "hub":
             splits, info = build_hub(name)
         else:
-            style = HUB_CORPORA[name][2] if name in HUB_CORPORA else "paragraph" if Path(path).suffix in (".txt", "") else "line"
+            style = (HUB_CORPORA[name][2] if name in HUB_CORPORA
+                     else "paragraph" if Path(path).suffix in (".txt", "") else "line")
             splits, info = read_local_corpus(path, style, cache_dir=scratch), {"sources": [str(path)]}
         check_splits(splits, name)
         shutil.rmtree(scratch)

@@ -18,7 +18,8 @@ try:
 except ImportError:
     raise ImportError('coupled_qk.export needs Hugging Face transformers 5.x: pip install -e ".[hf]"') from None
 if transformers.__version__.split(".")[0] != "5":
-    raise ImportError(f'coupled_qk.export needs transformers 5.x, not {transformers.__version__}: pip install -e ".[hf]"')
+    raise ImportError(f'coupled_qk.export needs transformers 5.x, not {transformers.__version__}: '
+                      'pip install -e ".[hf]"')
 from .settings import UserError, load_settings
 from .provenance import read_state, temporary_name
 from .model import GPT, GPTConfig
@@ -148,7 +149,8 @@ def lm_run(run: str | Path) -> tuple[Path, TrainConfig, dict]:
     try:
         tcfg = from_record(TrainConfig, cfg["config"])     # a run made before a later field keeps its meaning
     except (TypeError, ValueError):
-        raise ExportError(f"{p} is not a language-model run (an MQAR or GLUE run?); give a run of `coupled-qk train`") from None
+        raise ExportError(f"{p} is not a language-model run (an MQAR or GLUE run?); "
+                          "give a run of `coupled-qk train`") from None
     res = read_state(p / "result.json", fix)
     if res is None or not (p / "ckpt.pt").is_file():
         raise ExportError(f"{p}: the run is unfinished (no result.json or ckpt.pt); finish it first "
@@ -227,7 +229,8 @@ metadata:
   version: 1.0
 """
 TASK_UTILS = ("def process_results(doc, results):\n"
-              '    "The rolling log-likelihood of the document and the tokens it predicts: token perplexity\'s parts."\n'
+              '    "The rolling log-likelihood of the document and the tokens it predicts: '
+              'token perplexity\'s parts."\n'
               '    return {"token_perplexity": (results[0], doc["n_tokens"])}\n')
 
 def scored_windows(n_tokens: int, cfg: TrainConfig, split: str = "test", world_size: int = 1) -> int:
@@ -263,7 +266,8 @@ def harness_perplexity(run: str | Path, corpus: str | None = None, split: str = 
         from lm_eval.models.huggingface import HFLM
         from lm_eval.tasks import TaskManager
     except ImportError:
-        raise ExportError('scoring needs lm-evaluation-harness: pip install -e ".[eval]" (make setup installs it)') from None
+        raise ExportError('scoring needs lm-evaluation-harness: pip install -e ".[eval]" '
+                          '(make setup installs it)') from None
     model, tok, cfg, res = load_run_model(run)
     corpus = corpus or cfg.corpus
     with tempfile.TemporaryDirectory() as d:

@@ -286,7 +286,8 @@ def integrate_fused(method: str, q: Tensor, k: Tensor, force: nn.Module, dt: Ten
     "`INTEGRATORS[method](q, k, force, dt, n_steps)` through `FusedDynamics`; dt is one Δt per head, (H,)."
     kind = next((name for name, cls in FORCES.items() if type(force) is cls), None)
     if kind is None:
-        raise TypeError(f"the fused path knows {', '.join(c.__name__ for c in FORCES.values())}, not {type(force).__name__}")
+        known = ', '.join(c.__name__ for c in FORCES.values())
+        raise TypeError(f"the fused path knows {known}, not {type(force).__name__}")
     out = FusedDynamics.apply(method, kind, n_steps, q, k, dt, *force.weights())
     return (out, k) if method == "mlp_only" else out
 

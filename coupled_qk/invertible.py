@@ -17,7 +17,7 @@ __all__ = ['bounded', 'affine', 'AffineCoupling', 'pack_map', 'unpack_grads', 'a
 
 # %% ../nbs/13_invertible.ipynb #62c01fad
 def bounded(s_hat: Tensor, b: float) -> Tensor:
-    "b·tanh(ŝ/b), computed as the same function 2b·σ(2ŝ/b) − b: a CPU evaluates sigmoid several times faster than tanh."
+    "b·tanh(ŝ/b), computed as the same 2b·σ(2ŝ/b) − b: a CPU evaluates sigmoid several times faster than tanh."
     return 2 * b * torch.sigmoid(s_hat * (2 / b)) - b
 
 def affine(x: Tensor, c: Tensor, ws, b: float) -> Tensor:
@@ -76,8 +76,9 @@ def unpack_grads(gw1: Tensor, gw2: Tensor, b: float) -> list[Tensor]:
     return [gw1[:, :m], gw2[:, :m, :d].transpose(1, 2) * (2 / b), gw1[:, m:], gw2[:, m:, d:].transpose(1, 2)]
 
 def affine_packed(x: Tensor, c: Tensor, w1: Tensor, w2: Tensor, b: float, keep: bool = False):
-    """`affine` on token-major (N, H, d) x and c with `pack_map`'s weights: 4 matmuls become 2, each with the
-    N tokens as its long side, and s, e^s, x·e^s + t take five elementwise passes. With `keep`, also what the backward reads."""
+    """`affine` on token-major (N, H, d) x and c with `pack_map`'s weights: 4 matmuls become 2, each with
+    the N tokens as its long side, and s, e^s, x·e^s + t take five elementwise passes. With `keep`, also what the
+    backward reads."""
     N, H, d = x.shape
     zT = torch.bmm(w1, _heads(c).transpose(1, 2))             # (H, 2m, N): W1 c for s and t
     hT = F.silu(zT)
@@ -89,13 +90,13 @@ def affine_packed(x: Tensor, c: Tensor, w1: Tensor, w2: Tensor, b: float, keep: 
     return (y, (zT, hT, sig, e)) if keep else y
 
 def affine_packed_vjp(x: Tensor, c: Tensor, gy: Tensor, w1: Tensor, w2: Tensor, parts, b: float):
-    "For cotangent gy on `affine_packed`'s y: (x̄, c̄, (W̄1, W̄2)) for `pack_map`'s weights; the text above has the equations."
+    "For cotangent gy on `affine_packed`'s y: (x̄, c̄, (W̄1, W̄2)) for `pack_map`'s weights (equations: the text)."
     zT, hT, sig, e = parts
     N, H, d = x.shape
     gx = gy * e
     g_at = x.new_empty(N, H, 2 * d)                           # cotangents of [2ŝ/b | t]
     ga = torch.mul(gx, x, out=g_at[..., :d])                  # ȳ·x·e^s = s̄ …
-    torch.ops.aten.sigmoid_backward.grad_input(ga, sig, grad_input=ga).mul_(2 * b)   # … · ∂s/∂(2ŝ/b) = 2b·σ(1−σ)
+    torch.ops.aten.sigmoid_backward.grad_input(ga, sig, grad_input=ga).mul_(2 * b)  # ∂s/∂(2ŝ/b) = 2b·σ(1−σ)
     g_at[..., d:] = gy
     gzT = torch.ops.aten.silu_backward(torch.bmm(w2, _heads(g_at).transpose(1, 2)), zT)   # (H, 2m, N)
     gc = torch.empty_like(gx)
@@ -103,7 +104,7 @@ def affine_packed_vjp(x: Tensor, c: Tensor, gy: Tensor, w1: Tensor, w2: Tensor, 
     return gx, gc, (torch.bmm(gzT, _heads(c)), torch.bmm(hT, _heads(g_at)))
 
 class FusedCoupling(torch.autograd.Function):
-    "`InvertibleCoupling._run` on packed weights, with a hand-written backward that stores only (q, k); see the text above."
+    "`InvertibleCoupling._run` on packed weights, with a hand-written backward that stores only (q, k)."
     @staticmethod
     def forward(ctx, b: float, q: Tensor, k: Tensor, *ws: Tensor):
         B, H, T, d = q.shape

@@ -32,7 +32,7 @@ class GPTConfig:
     n_layers: int = 4
     n_heads: int = 4
     mlp_ratio: int = 4
-    mlp_hidden: int | None = None   # the MLP's hidden width; None = mlp_ratio × d_model (a parameter-matched control sets it)
+    mlp_hidden: int | None = None   # MLP width; None = mlp_ratio × d_model (set by the parameter-matched control)
     dropout: float = 0.0
     init: str = "gpt2"              # "gpt2": N(0, 0.02) weights; "torch": PyTorch's default init (see the decoder)
     tie_embeddings: bool = True     # the output layer reuses the token embedding
@@ -46,7 +46,8 @@ class GPTConfig:
             if not (isinstance(getattr(self, k), int) and getattr(self, k) >= 1):
                 raise ValueError(f"{k}={getattr(self, k)!r}; it must be a whole number, at least 1")
         if self.mlp_hidden is not None and not (isinstance(self.mlp_hidden, int) and self.mlp_hidden >= 1):
-            raise ValueError(f"mlp_hidden={self.mlp_hidden!r}; it must be a whole number, at least 1 (or None: mlp_ratio × d_model)")
+            raise ValueError(f"mlp_hidden={self.mlp_hidden!r}; it must be a whole number, at least 1 "
+                             "(or None: mlp_ratio × d_model)")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout={self.dropout}; it must be in [0, 1)")
         if self.d_model % self.n_heads:
@@ -56,7 +57,8 @@ class GPTConfig:
                              f"heads of two maps); got n_heads={self.n_heads}")
         hd = self.head_dim                  # Differential's maps are head_dim wide too (H/2 heads of 2 maps)
         if self.attention.positional == "rope" and hd % 2:
-            raise ValueError(f"rotary positions need an even head dim, and d_model={self.d_model} / n_heads={self.n_heads} "
+            raise ValueError(f"rotary positions need an even head dim, and d_model={self.d_model} / "
+                             f"n_heads={self.n_heads} "
                              f"gives {hd}; pick d_model and n_heads with an even quotient, or positional=learned")
     @property
     def head_dim(self) -> int: return self.d_model // self.n_heads
@@ -135,11 +137,11 @@ class GPT(nn.Module):
             m.reset_parameters()
             return
         std = 0.02
-        if name.endswith(("attn.proj", "mlp.proj")):   # writes into the residual stream: keep its variance flat in depth
+        if name.endswith(("attn.proj", "mlp.proj")):   # writes into the residual stream: variance flat in depth
             std = 0.02 / math.sqrt(2 * self.cfg.n_layers)
         nn.init.normal_(m.weight, mean=0.0, std=std)
-    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        "Logits (B, T, V) for token ids (B, T), and the mean cross-entropy when `targets` are given."
+    def hidden(self, idx: Tensor) -> Tensor:
+        "The final hidden states (B, T, d_model) for token ids (B, T): what the output layer reads."
         T = idx.shape[1]
         if T > self.cfg.seq_len and self.pos_emb is not None:
             raise ValueError(f"sequence of {T} tokens is longer than seq_len={self.cfg.seq_len} of learned positions")
@@ -149,7 +151,10 @@ class GPT(nn.Module):
         x = self.drop(x)
         for block in self.blocks:
             x = block(x)
-        logits = self.lm_head(self.ln_f(x))
+        return self.ln_f(x)
+    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        "Logits (B, T, V) for token ids (B, T), and the mean cross-entropy when `targets` are given."
+        logits = self.lm_head(self.hidden(idx))
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-100)

@@ -272,7 +272,8 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
         writable_dir(runs_dir, "runs_dir")
     rep = ReproReport(scale, artifacts, skipped=unavailable(artifacts, scale))
     artifacts = [a for a in artifacts if a not in rep.skipped]
-    rep.skipped.update(prepare_corpora(scale, artifacts, budget) if not redraw else {})   # a Debian version served nowhere
+    # a Debian version that nobody serves skips the artifacts that read it
+    rep.skipped.update(prepare_corpora(scale, artifacts, budget) if not redraw else {})
     for why in rep.skipped.values():
         log(why)
     artifacts = [a for a in artifacts if a not in rep.skipped]
