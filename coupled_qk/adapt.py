@@ -292,8 +292,7 @@ def _adapt(cfg: AdaptConfig, run, model: nn.Module, quiet: bool) -> dict:
     return res
 
 def _train_adapter(cfg: AdaptConfig, run, model: nn.Module, suffix: nn.Module, groups: list[dict], train, say):
-    """Train the adapter's `groups` on the cached `train` states (resuming from the run's checkpoint); return the
-    seconds of each step and their sum."""
+    "Train the adapter's `groups` on the cached `train` states (resuming a checkpoint); each step's seconds, their sum."
     opt = torch.optim.AdamW([dict(g) for g in groups], betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     h_train, y_train = train
     order = torch.randperm(len(y_train), generator=torch.Generator().manual_seed(cfg.seed)).numpy()

@@ -130,8 +130,7 @@ def portable(x, runs_dir: Path | None = None):
     return walk(x)
 
 def write_summary(run: Run, runs_dir: Path, summaries: Path) -> Path:
-    """Condense a finished run into summaries/<run_id>.json: result (its paths made `portable`), config and evaluation
-    curve."""
+    "Condense a finished run into summaries/<run_id>.json: result (paths made `portable`), config, evaluation curve."
     from coupled_qk.runs import read_metrics
     d = run_dir(run, runs_dir)
     res = read_state(d / "result.json", "delete it, and the same command finishes the run again from its checkpoint")

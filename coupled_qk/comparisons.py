@@ -133,8 +133,7 @@ def relative_change_ci(a, b, n_boot: int = 10_000, confidence: float = 0.95, see
 
 # %% ../nbs/07a_comparisons.ipynb #041910b5
 def variance_ratio_test(a, b, confidence: float = 0.95) -> dict:
-    """Seed-spread comparison of b against a: std ratio s_b/s_a with its F interval, F = s_b²/s_a² with two-sided p,
-    Brown–Forsythe p."""
+    "Seed spread of b against a: s_b/s_a with its F interval, F = s_b²/s_a² and its two-sided p, Brown–Forsythe p."
     a, b = finite(a), finite(b)
     sa = float(np.std(a, ddof=1)) if len(a) > 1 else math.nan
     sb = float(np.std(b, ddof=1)) if len(b) > 1 else math.nan
@@ -236,8 +235,7 @@ def compare(results: pd.DataFrame, metric: str, group_col: str = "variant", base
 
 # %% ../nbs/07a_comparisons.ipynb #cb4e0914
 def mean_test(d, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, power: float = 0.8) -> dict:
-    """One-sample view of differences d (already formed): mean, sd, t-test of mean 0, d_z, t and bootstrap intervals of
-    the mean, MDE."""
+    "Differences d (already formed): mean, sd, t-test of mean 0, d_z, t and bootstrap intervals of the mean, MDE."
     d = finite(d)
     n, nan = len(d), math.nan
     out = dict(n=n, mean=float(d.mean()) if n else nan, sd=nan, t=nan, df=nan, p=nan, dz=nan,
@@ -262,8 +260,7 @@ def mean_test(d, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, 
     return out
 
 def paired_test(a, b, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0, power: float = 0.8) -> dict:
-    """Paired comparison of b against a, matched by position (seed): `mean_test` of the per-seed relative changes
-    (b-a)/a, as `rel_change`."""
+    "b against a paired by position (seed): `mean_test` of the per-seed relative changes (b-a)/a, as `rel_change`."
     a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
     if a.shape != b.shape:
         raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
@@ -292,8 +289,7 @@ PAIRED_COLUMNS = ["group", "baseline", "n", "seeds", "summary", "summary_base", 
 def compare_paired(results: pd.DataFrame, metric: str, group_col: str = "variant", baseline: str = "standard",
                    groups=None, pair_col: str = "seed", lower_is_better: bool = True, alpha: float = 0.05,
                    n_boot: int = 10_000, seed: int = 0, power: float = 0.8, digits: int = 2) -> pd.DataFrame:
-    """One row per non-baseline group: paired statistics of `metric` against `baseline` over shared seeds, Holm across
-    rows; Welch as the check."""
+    "Per non-baseline group, paired statistics of `metric` against `baseline` over shared seeds; Holm; Welch as check."
     groups = comparison_groups(results, baseline, group_col, groups, (metric, group_col, pair_col))
     base_all = finite(results.loc[results[group_col] == baseline, metric])
     rows = []
@@ -354,8 +350,7 @@ def _correct(x, name) -> np.ndarray:
 
 def mcnemar(correct_a, correct_b, confidence: float = 0.95) -> dict:
     """McNemar's exact test of b against a on the same examples (statsmodels): b_ = a right and b wrong, c = a wrong
-    and b right; the binomial test of c out of b_ + c at 1/2, and acc_b - acc_a = (c - b_)/n with its Agresti–Min
-    interval."""
+    and b right; the binomial test of c of b_ + c at 1/2, and acc_b - acc_a = (c - b_)/n with its Agresti–Min CI."""
     a, b = _correct(correct_a, "correct_a"), _correct(correct_b, "correct_b")
     if a.shape != b.shape:
         raise ValueError(f"correct_a and correct_b must score the same examples; got lengths {len(a)} and {len(b)}")

@@ -235,8 +235,7 @@ TASK_UTILS = ("def process_results(doc, results):\n"
 
 def scored_windows(n_tokens: int, cfg: TrainConfig, split: str = "test", world_size: int = 1) -> int:
     """How many windows of seq_len the run `cfg` (trained on `world_size` processes) scores of a split of `n_tokens`
-    tokens: every one of the test split when its test_scoring is "full", else `eval_batches` batches (of every process)
-    at most."""
+    tokens: all of the test split when its test_scoring is "full", else at most `eval_batches` batches a process."""
     w = (n_tokens - 1) // cfg.block_size
     if cfg.eval_batches is None or (split == "test" and cfg.test_scoring == "full"):
         return w

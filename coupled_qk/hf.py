@@ -240,8 +240,7 @@ def coupling_state_dict(model: nn.Module) -> dict[str, Tensor]:
     return {f"{name}.{k}": v for name, m in couplings(model).items() for k, v in m.state_dict().items()}
 
 def coupling_settings(model: nn.Module) -> dict:
-    """The variant, layers and fields `add_coupling` recorded in `model.config.coupled_qk` (a PEFT model: its base
-    model's)."""
+    "The variant, layers and fields `add_coupling` recorded in `model.config.coupled_qk` (PEFT: its base model's)."
     return dict(getattr(_base(model).config, "coupled_qk", None) or {})
 
 def save_coupling(model: nn.Module, folder: str | Path) -> Path:
@@ -271,8 +270,7 @@ def _function_settings(settings: dict) -> dict:
     return {"variant": variant, "layers": layers, **shape}
 
 def _differences(saved: dict, here: dict) -> list[str]:
-    """`name=saved there, here in this model` for each function-deciding setting that differs (the variant alone if it
-    does)."""
+    "`name=saved there, here in this model` per function-deciding setting that differs (the variant alone if it does)."
     a, b = _function_settings(saved), _function_settings(here)
     if a["variant"] != b["variant"]:        # another variant has other shape fields: the variant (and layers) say it
         a, b = ({k: d[k] for k in ("variant", "layers")} for d in (a, b))
@@ -286,8 +284,7 @@ def _checkpoint_files(folder: Path) -> list[Path]:
     return [folder / "model.safetensors"]
 
 def _saved_coupling(folder: Path) -> tuple[dict | None, list[Path]]:
-    """The settings and weight files of the coupling in `folder`: `save_coupling`'s files if there, else
-    `save_pretrained`'s."""
+    "The coupling's settings and weight files in `folder`: `save_coupling`'s if there, else `save_pretrained`'s."
     if (folder / "coupling.json").is_file():
         fix = "save the coupling again with save_coupling"
         return read_state(folder / "coupling.json", fix).get("coupled_qk"), [folder / "coupling.safetensors"]

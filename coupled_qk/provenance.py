@@ -214,8 +214,7 @@ def _environment() -> dict:
         lock_hash=hashlib.sha256(lock.read_bytes()).hexdigest() if lock.is_file() else None)
 
 def environment() -> dict:
-    """The software environment of this process (see above) as a JSON-ready dict: the thread count read now,
-    the rest read once per process."""
+    "This process's software environment (see above) as a JSON-ready dict: threads read now, the rest once a process."
     import torch
     env = copy.deepcopy(_environment())
     env["threads"] = dict(torch=torch.get_num_threads(), interop=torch.get_num_interop_threads(),
