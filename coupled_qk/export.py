@@ -92,29 +92,18 @@ AutoConfig.register("coupled_qk", CoupledQKConfig, exist_ok=True)
 AutoModelForCausalLM.register(CoupledQKConfig, CoupledQKForCausalLM, exist_ok=True)
 
 # %% ../nbs/14b_export.ipynb #4081b3ae
-def _bytes_to_unicode() -> dict[int, str]:
-    "GPT-2's printable stand-in for every byte: the alphabet of a byte-level BPE."
-    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
 def hf_tokenizer(tok: TextTokenizer, seq_len: int) -> PreTrainedTokenizerFast:
     "Our tokenizer `tok` as a PreTrainedTokenizerFast with the same ids, end-of-text as its eos, padding on the right."
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    if tok.name == "bytes":
-        t = Tokenizer(models.BPE(vocab={c: b for b, c in _bytes_to_unicode().items()}, merges=[]))
+    from transformers.convert_slow_tokenizer import TikTokenConverter, bytes_to_unicode
+    if tok.name == "bytes":          # GPT-2's printable stand-in for every byte: a byte-level BPE's alphabet
+        t = Tokenizer(models.BPE(vocab={c: b for b, c in bytes_to_unicode().items()}, merges=[]))
         t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
         t.decoder = decoders.ByteLevel()
         t.add_special_tokens([EOT])                    # id 256, after the 256 bytes
     elif isinstance(tok.backend, Tokenizer):
         t = Tokenizer.from_str(tok.backend.to_str())
     else:                    # tiktoken's Encoding: its ranks as a tiktoken file, through transformers' converter
-        from transformers.convert_slow_tokenizer import TikTokenConverter
         enc = tok.backend
         with tempfile.TemporaryDirectory() as d:
             f = Path(d) / "ranks.tiktoken"

