@@ -67,7 +67,8 @@ a, b = recs[1], recs[-1]
 rate = (b["tokens"] - a["tokens"]) / (b["elapsed"] - a["elapsed"])
 cfg = json.loads((run / "result.json").read_text())["config"]
 row = dict(shape=cfg["preset"], variant=cfg["variant"], mode=os.environ["MODE"], batch=cfg["batch_size"],
-           steps=b["step"] - a["step"], tokens_per_s=round(rate, 1), compile_s=round(a["elapsed"] - a["tokens"] / rate, 2))
+           steps=b["step"] - a["step"], tokens_per_s=round(rate, 1),
+           compile_s=round(a["elapsed"] - a["tokens"] / rate, 2))
 new = not Path(os.environ["CSV"]).is_file()
 with open(os.environ["CSV"], "a", newline="") as fh:
     w = csv.DictWriter(fh, fieldnames=list(row))
@@ -193,7 +194,8 @@ bench() {   # bench <seconds> <out> <args...>
     local limit=$1 out=$2
     shift 2
     timeout "$limit" "$PY" -c "$CLI" bench \
-        --device cuda --shapes paper-60m --quiet --out "$out" "$@" > "$out.log" 2>&1 || { status=1; tail -20 "$out.log"; }
+        --device cuda --shapes paper-60m --quiet --out "$out" "$@" > "$out.log" 2>&1 \
+        || { status=1; tail -20 "$out.log"; }
 }
 echo "== 2. benchmark, paper-60m, bf16 (every variant)"
 bench 140 "$OUT/bf16" --modes bf16 --repeats 2 --warmup 3 --steps 10
