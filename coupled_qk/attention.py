@@ -6,14 +6,11 @@ invertible coupling on either, `invertible` and `invertible_differential`."""
 
 # %% ../nbs/01_attention.ipynb #be03282f
 from __future__ import annotations
-
 import math
 from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-
 from .integrators import FORCES, INTEGRATORS, CoupledDynamics
 from .invertible import InvertibleCoupling
 
@@ -46,9 +43,8 @@ class AttentionConfig:
     positional: str = "rope"
     rope_base: float = 10_000.0
     recompute: bool = True           # recompute the dynamics or coupling in the backward pass instead of storing them
-    learn_dt: bool = True            # False: Δt stays at dt_init (dt_init = 0 then makes the layer its parent, in training too)
-    subln_gain: float = 1.0          # Differential Attention's sub-layer-norm gain at init (1 in the reference; see the text)
-
+    learn_dt: bool = True            # False: Δt stays at dt_init (with dt_init = 0 the layer trains as its parent)
+    subln_gain: float = 1.0          # Differential Attention's sub-layer-norm gain at init (1: the reference's)
     def __post_init__(self):
         for kind, value, valid in (("attention variant", self.variant, VARIANTS),
                                    ("force", self.force, tuple(FORCES)),
@@ -62,19 +58,17 @@ class AttentionConfig:
             raise ValueError(f"coupling_hidden={self.coupling_hidden}; it must be at least 1")
         if self.scale_bound <= 0:
             raise ValueError(f"scale_bound={self.scale_bound}; it must be positive")
-        import math
         if not (math.isfinite(self.dt_init) and self.dt_init >= 0):
-            raise ValueError(f"dt_init={self.dt_init}; give a finite step size >= 0 (0: the layer starts as its parent)")
+            raise ValueError(f"dt_init={self.dt_init}; give a finite step size >= 0 "
+                             "(0: the layer starts as its parent)")
         if not (math.isfinite(self.subln_gain) and self.subln_gain > 0):
             raise ValueError(f"subln_gain={self.subln_gain}; give a finite gain > 0")
-
     @property
     def method(self) -> str | None:
         "The integrator this variant runs, or None for variants without dynamics."
         if self.variant == "coupled_differential":
             return self.integrator
         return self.variant if self.variant in COUPLED else None
-
     @property
     def invertible(self) -> bool:
         "Whether this variant couples q and k with the invertible map."
@@ -89,14 +83,12 @@ class Rotary(nn.Module):
             raise ValueError(f"rotary encoding needs an even head dim, got {head_dim}")
         self.register_buffer("inv_freq", base ** -(torch.arange(0, head_dim, 2).float() / head_dim), persistent=False)
         self._cache: dict = {}
-
     def angles(self, T: int, device, dtype) -> tuple[Tensor, Tensor]:
         "cos and sin of position × frequency, (T, d)."
         t = torch.arange(T, device=device, dtype=torch.float32)
         ang = torch.outer(t, self.inv_freq.to(device))
         ang = torch.cat([ang, ang], -1)
         return ang.cos().to(dtype), ang.sin().to(dtype)
-
     def cos_sin(self, T: int, device, dtype) -> tuple[Tensor, Tensor]:
         # under torch.compile the angles are part of the graph (a few fused ops): a cache here would be a Python
         # side effect that dynamo guards on, so each new cache entry would recompile
@@ -106,7 +98,6 @@ class Rotary(nn.Module):
         if key not in self._cache:
             self._cache = {key: self.angles(T, device, dtype)}
         return self._cache[key]
-
     def forward(self, x: Tensor) -> Tensor:
         cos, sin = self.cos_sin(x.shape[-2], x.device, x.dtype)
         x1, x2 = x.chunk(2, -1)
@@ -151,7 +142,7 @@ def before_scoring(layer: nn.Module, q: Tensor, k: Tensor) -> tuple[Tensor, Tens
     return q, k
 
 class CausalSelfAttention(nn.Module):
-    "Causal self-attention: `standard`, coupled (`hamiltonian`, `euler`, `mlp_only`) or `invertible`, per `cfg.variant`."
+    "Causal self-attention: `standard`, coupled (`hamiltonian`, `euler`, `mlp_only`) or `invertible`."
     def __init__(self, cfg: AttentionConfig, d_model: int, n_heads: int, layer_idx: int = 0):
         super().__init__()
         if d_model % n_heads:
@@ -163,14 +154,12 @@ class CausalSelfAttention(nn.Module):
         self.dynamics = dynamics_of(cfg, n_heads, self.head_dim)
         self.coupling = (InvertibleCoupling(n_heads, self.head_dim, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
                          if cfg.invertible else None)
-
     def qk_v(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         "q, k (after the dynamics or coupling, and rotary) and v, each (B, H, T, d_h)."
         B, T, _ = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k = before_scoring(self, q, k)
         return q, k, v
-
     def forward(self, x: Tensor, naive: bool = False) -> Tensor:
         B, T, C = x.shape
         y = attend(*self.qk_v(x), naive=naive)
@@ -178,17 +167,16 @@ class CausalSelfAttention(nn.Module):
 
 # %% ../nbs/01_attention.ipynb #5d1f0e2a
 class ProjectRecomputed(torch.autograd.Function):
-    """z = f(x₁, …, xₙ) Wᵀ keeping only W and the xᵢ for the backward. There f's output, the projection's
-    input, is recomputed (f must be cheap, elementwise work, and deterministic; every tensor it differentiates
-    through must be one of the xᵢ), and the projection's backward is written out: ∂W = ∂zᵀ f(x), ∂f(x) = ∂z W.
-    Unlike a checkpoint of f and the projection together, the matmul runs once. First derivatives only."""
+    """z = f(x₁, …, xₙ) Wᵀ keeping only W and the xᵢ for the backward, where f(x) is recomputed (f: cheap,
+    elementwise, deterministic, differentiating only through the xᵢ) and ∂W = ∂zᵀ f(x), ∂f(x) = ∂z W are
+    written out. Unlike a checkpoint of f and the projection together, the matmul runs once. First derivatives
+    only."""
     @staticmethod
     def forward(ctx, f, weight: Tensor, *xs: Tensor) -> Tensor:
         dev = weight.device.type
         ctx.f, ctx.autocast = f, (torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
         ctx.save_for_backward(weight, *xs)
         return F.linear(f(*xs), weight)
-
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dz: Tensor):
@@ -230,7 +218,8 @@ class DifferentialAttend(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q1, k1, q2, k2, v, lam, n_blocks: int):
         B, h, T, dv = v.shape
-        q1f, k1f, q2f, k2f, vf = (t.reshape(B * h, T, t.shape[-1]) for t in (q1, k1, q2, k2, v))   # copied once if strided
+        # copied once if strided
+        q1f, k1f, q2f, k2f, vf = (t.reshape(B * h, T, t.shape[-1]) for t in (q1, k1, q2, k2, v))
         out = v.new_empty(B, T, h, dv)                      # token by token, the order the norm and W_o read it in
         for r0, r1 in query_blocks(T, n_blocks):
             bias = causal_bias(r0, r1, vf)
@@ -239,7 +228,6 @@ class DifferentialAttend(torch.autograd.Function):
         ctx.save_for_backward(q1, k1, q2, k2, v, lam)
         ctx.n_blocks = n_blocks
         return out.transpose(1, 2)
-
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout: Tensor):
@@ -256,10 +244,10 @@ class DifferentialAttend(torch.autograd.Function):
                 a1, a2 = block_map(q1f, k1f, bias, r0, r1), block_map(q2f, k2f, bias, r0, r1)
                 do = dof[:, r0:r1]
                 dvf[:, :r1] += torch.addcmul(a1, a2, lam, value=-1).transpose(1, 2) @ do
-                da = do @ vf[:, :r1].transpose(1, 2)                             # ∂A; ∂A₁ = ∂A, ∂A₂ = −λ∂A
+                da = do @ vf[:, :r1].transpose(1, 2)                     # ∂A; ∂A₁ = ∂A, ∂A₂ = −λ∂A
                 dlam -= torch.vdot(da.flatten(), a2.flatten())
                 for a, q, k, dq, dk, c in ((a1, q1f, k1f, dq1, dk1, scale), (a2, q2f, k2f, dq2, dk2, -lam * scale)):
-                    ds = torch.ops.aten._softmax_backward_data(da, a, -1, da.dtype)   # A ∘ (∂A − rowsum(∂A ∘ A))
+                    ds = torch.ops.aten._softmax_backward_data(da, a, -1, da.dtype)   # A∘(∂A − rowsum(∂A∘A))
                     dq[:, r0:r1] = (ds @ k[:, :r1]).mul_(c)
                     dk[:, :r1] += (ds.transpose(1, 2) @ q[:, r0:r1]).mul_(c)
         grads = (g.view(B, h, T, g.shape[-1]) for g in (dq1, dk1, dq2, dk2, dvf))
@@ -267,8 +255,8 @@ class DifferentialAttend(torch.autograd.Function):
 
 def differential_attend(q1: Tensor, k1: Tensor, q2: Tensor, k2: Tensor, v: Tensor, lam: Tensor,
                         n_blocks: int | None = None) -> Tensor:
-    """(softmax(Q₁K₁ᵀ/√d + M) − λ softmax(Q₂K₂ᵀ/√d + M))V for q, k (B, h, T, d), v (B, h, T, 2d) and a scalar λ,
-    in `n_blocks` blocks of query rows (default: one up to T = 64, then blocks of about 128 rows, at least two)."""
+    """(softmax(Q₁K₁ᵀ/√d + M) − λ softmax(Q₂K₂ᵀ/√d + M))V for q, k (B, h, T, d), v (B, h, T, 2d),
+    a scalar λ, in `n_blocks` blocks of query rows (default: one up to T = 64, then about 128 rows, at least two)."""
     T = q1.shape[-2]
     n = n_blocks or (1 if T <= 64 else max(2, T // 128))
     if n < 1 or lam.dim():
@@ -290,14 +278,13 @@ class SubLayerNorm(nn.RMSNorm):
         super().__init__(d, eps=1e-5, elementwise_affine=True)
         self.gain = gain
         self.reset_parameters()
-
     def reset_parameters(self):
         super().reset_parameters()
         with torch.no_grad():
             self.weight.fill_(getattr(self, "gain", 1.0))
 
 class DifferentialAttention(nn.Module):
-    "Differential Attention V1 (`differential`), with q/k dynamics (`coupled_differential`) or coupling (`invertible_differential`)."
+    "Differential Attention V1 (`differential`), with dynamics (`coupled_differential`) or the invertible coupling."
     def __init__(self, cfg: AttentionConfig, d_model: int, n_heads: int, layer_idx: int = 0):
         super().__init__()
         if d_model % n_heads or n_heads % 2:
@@ -315,14 +302,12 @@ class DifferentialAttention(nn.Module):
         self.dynamics = dynamics_of(cfg, 2 * self.n_heads, d)
         self.coupling = (InvertibleCoupling(2 * self.n_heads, d, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
                          if cfg.invertible else None)
-        self.core = "auto"    # (A1 − λA2)V: 'blocks' (`differential_attend`), 'flash' (four SDPA calls), 'auto': blocks on CPU
-
+        self.core = "auto"    # (A1 − λA2)V: 'blocks' (differential_attend), 'flash' (4 SDPA calls), 'auto'
     def lam(self) -> Tensor:
         "λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init."
         l1 = torch.exp((self.lambda_q1 * self.lambda_k1).sum().float())
         l2 = torch.exp((self.lambda_q2 * self.lambda_k2).sum().float())
         return l1 - l2 + self.lambda_init
-
     def forward(self, x: Tensor, naive: bool = False) -> Tensor:
         B, T, C = x.shape
         h, d = self.n_heads, self.head_dim
@@ -345,26 +330,23 @@ class DifferentialAttention(nn.Module):
         if self.cfg.recompute and torch.is_grad_enabled() and not torch.compiler.is_compiling():
             return project_recomputed(f, self.proj.weight, *xs)
         return self.proj(f(*xs))
-
     def in_blocks(self, q: Tensor) -> bool:
         "Whether the core runs as `differential_attend` (`core` 'blocks', or 'auto' on CPU outside torch.compile)."
         if self.core not in ("auto", "blocks", "flash"):
             raise ValueError(f"DifferentialAttention.core={self.core!r}; valid: auto, blocks, flash")
         return self.core == "blocks" or (self.core == "auto" and q.device.type == "cpu"
                                          and not torch.compiler.is_compiling())
-
     def norm_heads(self, y: Tensor, gain: Tensor) -> Tensor:
         "Each head's (A1 − λA2)V, (B, T, h, 2d), through the sub-layer RMSNorm (weight `gain`), times 1 − λ_init."
         return F.rms_norm(y, (y.shape[-1],), gain, self.subln.eps) * (1 - self.lambda_init)
-
     def norm_tokens(self, gain: Tensor, y: Tensor) -> Tensor:
         "W_o's input, (B, T, h·2d): `norm_heads` of the core's output y = (A1 − λA2)V, (B, h, T, 2d)."
         return self.norm_heads(y.transpose(1, 2), gain).flatten(2)
-
     def combine(self, lam: Tensor, gain: Tensor, o11: Tensor, o21: Tensor, o12: Tensor, o22: Tensor) -> Tensor:
         """W_o's input, (B, T, h·2d): `norm_heads` of A1V − λA2V from the four flash outputs o_ij = A_i V_j (V_j the
         j-th half of V), written token by token so that W_o reads it without a copy."""
-        y = torch.cat([torch.addcmul(o11, -lam, o21).transpose(1, 2), torch.addcmul(o12, -lam, o22).transpose(1, 2)], -1)
+        y = torch.cat([torch.addcmul(o11, -lam, o21).transpose(1, 2),
+                       torch.addcmul(o12, -lam, o22).transpose(1, 2)], -1)
         return self.norm_heads(y, gain).flatten(2)
 
 # %% ../nbs/01_attention.ipynb #0f04bcf4

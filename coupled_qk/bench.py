@@ -37,7 +37,6 @@ class BenchConfig:
     n_steps: int = 1                               # integration steps of the coupled variants
     device: str = "auto"
     seed: int = 0
-
     def __post_init__(self):
         self.shapes, self.variants, self.modes = tuple(self.shapes), tuple(self.variants), tuple(self.modes)
         for kind, values, valid in (("shape", self.shapes, tuple(PRESETS)), ("variant", self.variants, VARIANTS),
@@ -113,12 +112,15 @@ def cpu_peak_reset() -> int:
         Path("/proc/self/clear_refs").write_text("5")     # 5: reset VmHWM to the current RSS
     except OSError:
         pass
-    kb = _proc_status_kb("VmRSS")
-    return kb * 1024 if kb is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return _rss_bytes("VmRSS")
 
 def cpu_peak() -> int:
     "Peak resident set of this process in bytes since the last `cpu_peak_reset` (Linux), else since start."
-    kb = _proc_status_kb("VmHWM")
+    return _rss_bytes("VmHWM")
+
+def _rss_bytes(field: str) -> int:
+    "A /proc/self/status size in bytes; where there is none, the peak resident set getrusage reports."
+    kb = _proc_status_kb(field)
     return kb * 1024 if kb is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 def measure(shape: str, variant: str, mode: str, batch: int, seq: int, warmup: int, steps: int,
@@ -168,8 +170,7 @@ def measure(shape: str, variant: str, mode: str, batch: int, seq: int, warmup: i
     elapsed = time.perf_counter() - t
     if not torch.isfinite(loss):
         raise RuntimeError(f"non-finite loss benchmarking {shape}/{variant}/{mode}")
-    peak = (torch.cuda.max_memory_allocated(dev) - base if dev.type == "cuda"
-            else cpu_peak() - base)
+    peak = (torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else cpu_peak()) - base
     return dict(shape=shape, variant=variant, mode=mode, batch=batch, seq=seq, params=n_params(model),
                 tokens_per_s=batch * seq * steps / elapsed, step_s=elapsed / steps, peak_mem_mb=peak / 2**20,
                 compile_s=first_s - elapsed / steps)
@@ -216,13 +217,10 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
     if dev.type != "cuda" and any("bf16" in m for m in cfg.modes):
         raise ValueError("bf16 modes are measured on CUDA only; on this device use modes=eager (or compile)")
     rng = random.Random(cfg.seed)
-    flops = {}
-    rows = []
+    flops, rows, peaks, bandwidths = {}, [], {}, {}
     total = len(cfg.shapes) * len(cfg.modes) * cfg.repeats * len(cfg.variants)
     from tqdm.auto import tqdm
     bar = tqdm(total=total, disable=not progress, desc="bench")
-    peaks: dict = {}
-    bandwidths: dict = {}
     for shape in cfg.shapes:
         batch, seq = _bs(cfg, shape, dev)
         kw = dict(shape=shape, variants=list(cfg.variants), batch=batch, seq=seq, n_steps=cfg.n_steps,
@@ -231,8 +229,7 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
         flops.update({(shape, v): f for v, f in counted.items()})
         for mode in cfg.modes:
             for r in range(cfg.repeats):
-                # the matmul peak and the memory bandwidth are measured in every repeat too, and the best is kept
-                # (MFU's denominator; the roofline's two rates)
+                # the matmul peak and memory bandwidth (MFU's denominator; the roofline's rates): best of the repeats
                 dtype = torch.bfloat16 if "bf16" in mode else torch.float32
                 peaks[mode] = max(peaks.get(mode, 0.0), matmul_peak(dev, dtype))
                 bandwidths[mode] = max(bandwidths.get(mode, 0.0), memory_bandwidth(dev, dtype))

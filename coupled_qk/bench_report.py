@@ -24,8 +24,7 @@ def roofline_seconds(flops, nbytes, flop_rate, bandwidth):
     return flops / flop_rate + nbytes / bandwidth
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Medians per (shape, mode, variant); ratios to standard, paired by repeat, with their intervals; the target's
-    ruling."""
+    "Medians per (shape, mode, variant); ratios to standard, paired by repeat, with intervals; the target's ruling."
     df = df.copy()
     # absent from runs measured before they existed
     for col in ("bytes_per_step", "mem_bw_gbs", "compile_s", "live_peak_mb"):

@@ -79,7 +79,6 @@ class RunCall(Checkpointable):
     run_id: str
     config: object            # the trainer's config dataclass
     out: str
-
     def __call__(self) -> dict:
         from filelock import FileLock
         t0 = time.perf_counter()
@@ -131,8 +130,7 @@ def portable(x, runs_dir: Path | None = None):
     return walk(x)
 
 def write_summary(run: Run, runs_dir: Path, summaries: Path) -> Path:
-    """Condense a finished run into summaries/<run_id>.json: result (its paths made `portable`), config and evaluation
-    curve."""
+    "Condense a finished run into summaries/<run_id>.json: result (paths made `portable`), config, evaluation curve."
     from coupled_qk.runs import read_metrics
     d = run_dir(run, runs_dir)
     res = read_state(d / "result.json", "delete it, and the same command finishes the run again from its checkpoint")

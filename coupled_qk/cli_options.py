@@ -59,10 +59,9 @@ def config_parser(cls, prog: str, description: str, choices: dict | None = None)
         default = f.default if f.default is not dataclasses.MISSING else None
         valid = f"; valid: {', '.join(map(str, choices[f.name]))}" if f.name in choices else ""
         doc = docs.get(f.name, f.name.replace("_", " "))
-        if default is not None:
-            said = f"default {default}"
-        else:                                    # unset: the doc says what None means, else the preset decides
-            said = "" if "None" in doc else "default: the preset's" if f.name in shape else "default: none"
+        # unset: the doc says what None means, else the preset decides
+        said = (f"default {default}" if default is not None else "" if "None" in doc
+                else "default: the preset's" if f.name in shape else "default: none")
         text = f"{doc} ({said}{valid})" if said else f"{doc} ({valid.removeprefix('; ')})" if valid else doc
         if t is bool:
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
@@ -92,8 +91,7 @@ def one_line(e: BaseException) -> str:
     "An exception as one line: its first line, with the file name where the OS names one."
     if isinstance(e, OSError) and e.filename and e.strerror:
         return f"{e.filename}: {e.strerror}"
-    text = " ".join(str(e).split()) or type(e).__name__
-    return text
+    return " ".join(str(e).split()) or type(e).__name__
 
 def _config_fields() -> set[str]:
     "Every field of the configs the commands take: the names a library message may use."

@@ -5,6 +5,7 @@ runs), the activations autograd keeps, the bytes its byte-bound ops move, and th
 
 # %% ../nbs/12a_counters.ipynb #318ec00e
 from __future__ import annotations
+import itertools
 from contextlib import contextmanager, nullcontext
 from functools import partial
 import torch
@@ -90,11 +91,9 @@ class ByteCounter(TorchDispatchMode):
         from torch.utils.flop_counter import flop_registry
         count_cpu_flash_attention()
         self.flop_bound, self.by_op = set(flop_registry), {}
-
     @property
     def total(self) -> int:
         return sum(self.by_op.values())
-
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
@@ -150,11 +149,7 @@ def live_peak(fn, device: str = "cpu") -> int:
             walk(child)
     for root in prof.profiler.kineto_results.experimental_event_tree():
         walk(root)
-    now = peak = 0
-    for _, size in sorted(sizes, key=lambda s: s[0]):
-        now += size
-        peak = max(peak, now)
-    return peak
+    return max(itertools.accumulate((size for _, size in sorted(sizes, key=lambda s: s[0])), initial=0))
 
 def train_live_peak(shape: str, variant: str, batch: int, seq: int, steps: int = 2, n_steps: int = 1,
                     device: str = "cpu", seed: int = 0) -> int:

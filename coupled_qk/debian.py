@@ -8,7 +8,6 @@ lack it), or Debian's snapshot archive; and one line naming the ways to get it w
 from __future__ import annotations
 import hashlib, json, os, re, shutil, subprocess, sys, urllib.parse, urllib.request
 from pathlib import Path
-
 from .provenance import undo_on_failure
 from .documents import DataError, data_dir
 
@@ -165,12 +164,11 @@ def _gone(package: str, version: str, dest: Path, state: Path, apt_said: str, sn
 # %% ../nbs/03b_debian.ipynb #deb51a12
 def fetch_deb(package: str, version: str | None = None, dest: Path | None = None, exact: bool = False,
               snapshot: str | None = None, log=_say) -> Path:
-    """The .deb of `package` in `dest` (default data/debs). A .deb already there is used as it is; else apt-get download,
-    its lists refreshed once on a miss. `version`: exactly that one when apt has it, else apt's candidate (the caller
-    compares fingerprints). `exact`: that version or nothing, never the candidate (a version asked for by name): a .deb
-    in `dest`, apt, then Debian's snapshot archive by that exact version; else a VersionGone that names the three ways
-    (`snapshot`: 'ARCHIVE/TIME SUITE COMPONENT' where the snapshot archive serves it, for its apt source line).
-    A refusal leaves nothing behind."""
+    """The .deb of `package` in `dest` (default data/debs): one already there, else apt-get download (lists refreshed
+    once on a miss). `version`: that one when apt has it, else apt's candidate (the caller compares fingerprints).
+    `exact`: that version or nothing (a version asked for by name): a .deb in `dest`, apt, then Debian's snapshot
+    archive; else a VersionGone naming the three ways (`snapshot`: 'ARCHIVE/TIME SUITE COMPONENT' where the snapshot
+    archive serves it, for its apt source line). A refusal leaves nothing behind."""
     dest, state = Path(dest or data_dir() / "debs"), apt_state()
     new_state = not state.exists()
     with undo_on_failure(dest):                  # a refused download leaves no empty folder behind

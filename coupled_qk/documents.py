@@ -8,7 +8,6 @@ formats) into documents. The embedded corpora (`embedded`) and the corpus regist
 from __future__ import annotations
 import codecs, functools, hashlib, json, re, sys
 from pathlib import Path
-
 from .settings import load_settings, UserError, writable_dir
 
 # %% auto #0
@@ -177,10 +176,11 @@ def check_text(f: Path) -> None:
     try:
         dec.decode(b"", final=True)
     except UnicodeDecodeError:
-        raise DataError(f"{f}: not UTF-8 text (it ends inside a character, line {line:,}); convert it to UTF-8") from None
+        raise DataError(f"{f}: not UTF-8 text (it ends inside a character, line {line:,}); "
+                        "convert it to UTF-8") from None
 
 def _check_json_lines(f: Path) -> None:
-    "Every line of a JSON-lines file a JSON object whose text fields are strings; else one line naming the first bad one."
+    "Every line of a JSON-lines file a JSON object with string text fields; else one line naming the first bad one."
     with open(f, encoding="utf-8-sig") as fh:
         for i, raw in enumerate(fh, 1):
             if not raw.strip():
@@ -195,7 +195,8 @@ def _check_json_lines(f: Path) -> None:
             for col in TEXT_COLUMNS:
                 if col in row and not isinstance(row[col], str):
                     kind = "null" if row[col] is None else type(row[col]).__name__
-                    raise DataError(f"{f}: line {i:,}: its {col!r} is {kind}, not a string; every text must be a string")
+                    raise DataError(f"{f}: line {i:,}: its {col!r} is {kind}, not a string; "
+                                    "every text must be a string")
 
 def _is_pubmedqa_json(f: Path) -> bool:
     if f.suffix != ".json":
@@ -230,13 +231,16 @@ def _read_file_docs(f: Path, style: str, cache_dir: Path | None = None) -> list[
     try:
         # the Arrow cache is keyed by the file's content, so an edited file is never served from a stale cache
         st = f.stat()
-        cache = Path(cache_dir or data_dir() / "hf_cache") / "local" / file_sha256(str(f), st.st_size, st.st_mtime_ns)[:16]
+        key = file_sha256(str(f), st.st_size, st.st_mtime_ns)[:16]
+        cache = Path(cache_dir or data_dir() / "hf_cache") / "local" / key
         ds = datasets.load_dataset(builder, data_files=str(f), split="train", cache_dir=str(cache), **kw)
     except Exception as e:
-        raise DataError(f"{f}: could not be read as {builder} ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        raise DataError(f"{f}: could not be read as {builder} "
+                        f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
     col = next((c for c in TEXT_COLUMNS if c in ds.column_names), None)
     if col is None:
-        raise DataError(f"{f}: no text column; expected one of {', '.join(TEXT_COLUMNS)}, found {', '.join(ds.column_names)}")
+        raise DataError(f"{f}: no text column; expected one of {', '.join(TEXT_COLUMNS)}, "
+                        f"found {', '.join(ds.column_names)}")
     rows = list(ds[col])
     bad = next((i for i, r in enumerate(rows) if r is not None and not isinstance(r, str)), None)
     if bad is not None:
@@ -246,7 +250,8 @@ def _read_file_docs(f: Path, style: str, cache_dir: Path | None = None) -> list[
         rows[0] = rows[0].lstrip("\ufeff")
     missing = sum(r is None for r in rows)
     if missing:
-        print(f"{f}: {missing:,} of {len(rows):,} rows have no {col!r} field and were left out", file=sys.stderr, flush=True)
+        print(f"{f}: {missing:,} of {len(rows):,} rows have no {col!r} field and were left out", file=sys.stderr,
+              flush=True)
     if style == "wikitext":
         return wikitext_articles([r for r in rows if r is not None])
     return [r.strip("\n") for r in rows if r and r.strip()]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip, os, re, shutil, subprocess, sys, sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from .documents import DataError, cap_docs
 from .debian import deb_version, fetch_deb, unpack_deb
 
@@ -40,10 +39,9 @@ class Pin:
     packages: dict               # Debian package -> version ({} for pystdlib)
     python: str | None           # the interpreter version (pystdlib: its standard library is the text)
     fingerprint: str
-    releases: dict = field(default_factory=dict)   # NAME@VERSION texts committed results also used: version -> fingerprint
+    releases: dict = field(default_factory=dict)   # NAME@VERSION texts of committed results: version -> fingerprint
     snapshots: dict = field(default_factory=dict)  # version -> where Debian's snapshot archive serves it
                                                    # ('ARCHIVE/TIME SUITE COMPONENT', a time the archive served it at)
-
     def versions(self) -> str:
         return ", ".join(f"{p} {v}" for p, v in self.packages.items()) or f"Python {self.python}"
 
@@ -158,7 +156,8 @@ def build_pydocs(work: Path, packages: dict) -> tuple[list[str], dict]:
     docs = [c for f in files for c in chunk_lines(f.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n"),
                                                   rst_section_start)]
     docs = cap_docs(docs, CAPS.pydocs)
-    return docs, {"debian_packages": {pkg: deb_version(deb)}, "sources": [f"{pkg}:/usr/share/doc/python3.X/html/_sources"]}
+    return docs, {"debian_packages": {pkg: deb_version(deb)},
+                  "sources": [f"{pkg}:/usr/share/doc/python3.X/html/_sources"]}
 
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 

@@ -82,8 +82,7 @@ def rank_doc_sums(model: nn.Module, tokens, eot_id: int, batch_size: int, seq_le
 
 def score_documents(model: nn.Module, tokens, eot_id: int, batch_size: int, seq_len: int, device, dtype: str = "auto",
                     d: Dist = Dist()) -> dict:
-    """A full deterministic pass over `tokens`, summed over ranks: the mean loss per token, the tokens scored, and each
-    document's summed loss and token count."""
+    "A full pass over `tokens`, summed over ranks: mean loss per token, tokens scored, each document's loss and tokens."
     loss, count = rank_doc_sums(model, tokens, eot_id, batch_size, seq_len, device, dtype, d)
     total = all_sum(loss.tolist() + count.astype(float).tolist(), d, device)
     loss, count = total[:len(loss)], [int(round(c)) for c in total[len(loss):]]

@@ -33,8 +33,9 @@ def slurm_parameters(st=None, gpus: int | None = None) -> dict:
     more than one GPU trains data-parallel, one process per GPU), the time limit, and any extra sbatch options."""
     st = st or load_settings()
     gpus = _int_setting(st, "slurm_gpus_per_run", low=0) if gpus is None else gpus
-    p = dict(nodes=1, gpus_per_node=gpus, tasks_per_node=max(1, gpus), cpus_per_task=_int_setting(st, "slurm_cpus_per_run"),
-             mem_gb=_int_setting(st, "slurm_mem_gb"), timeout_min=_int_setting(st, "slurm_time_min"))
+    p = dict(nodes=1, gpus_per_node=gpus, tasks_per_node=max(1, gpus),
+             cpus_per_task=_int_setting(st, "slurm_cpus_per_run"), mem_gb=_int_setting(st, "slurm_mem_gb"),
+             timeout_min=_int_setting(st, "slurm_time_min"))
     for key in ("partition", "account", "qos"):
         if getattr(st, f"slurm_{key}"):
             p[f"slurm_{key}"] = getattr(st, f"slurm_{key}")
@@ -77,8 +78,8 @@ ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEU
           "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "PREEMPTED", "UNKNOWN")
 
 def use_squeue() -> None:
-    """Have submitit's Slurm jobs read their states from squeue: its class-wide watcher (every Slurm job of this process,
-    job arrays included, shares it) is replaced once by one that asks squeue for this user's jobs."""
+    """Have submitit's Slurm jobs read their states from squeue: its class-wide watcher (shared by every Slurm job
+    of this process, job arrays included) is replaced once by one that asks squeue for this user's jobs."""
     import submitit
     from submitit.slurm.slurm import SlurmInfoWatcher
     if getattr(submitit.SlurmJob.watcher, "squeue", False):
@@ -98,26 +99,32 @@ def use_squeue() -> None:
     submitit.SlurmJob.watcher = SqueueWatcher(delay_s=30)
 
 # sbatch's refusals, by the setting that causes them (first match wins)
-REFUSALS = (("gres", "slurm_gpus_per_run", "the cluster has no such GPU resources; on a CPU partition set slurm_gpus_per_run = 0, "
-             "or set slurm_partition to a GPU partition"),
-            ("time limit", "slurm_time_min", "set slurm_time_min at or under the partition's limit (`sinfo -o '%P %l'`); "
-             "longer runs are requeued and resume"),
-            ("account", "slurm_account", "set slurm_account to one of yours (`sacctmgr show assoc user=$USER`), or leave it empty"),
-            ("qos", "slurm_qos", "set slurm_qos to one you may use, or leave it empty"),
-            ("partition", "slurm_partition", "set slurm_partition to one `sinfo` lists, or leave it empty for the default"),
-            ("memory", "slurm_mem_gb", "set slurm_mem_gb to what a node of the partition has (`sinfo -o '%P %m'`, in MB)"),
-            ("processors", "slurm_cpus_per_run", "set slurm_cpus_per_run to what a node of the partition has (`sinfo -o '%P %c'`)"),
-            ("node configuration", "slurm_cpus_per_run", "no node of the partition has that many CPUs, that much memory "
-             "or those GPUs: lower slurm_cpus_per_run, slurm_mem_gb or slurm_gpus_per_run"))
+REFUSALS = (
+    ("gres", "slurm_gpus_per_run", "the cluster has no such GPU resources; on a CPU partition set "
+     "slurm_gpus_per_run = 0, or set slurm_partition to a GPU partition"),
+    ("time limit", "slurm_time_min", "set slurm_time_min at or under the partition's limit (`sinfo -o '%P %l'`); "
+     "longer runs are requeued and resume"),
+    ("account", "slurm_account", "set slurm_account to one of yours (`sacctmgr show assoc user=$USER`), or leave it "
+     "empty"),
+    ("qos", "slurm_qos", "set slurm_qos to one you may use, or leave it empty"),
+    ("partition", "slurm_partition", "set slurm_partition to one `sinfo` lists, or leave it empty for the default"),
+    ("memory", "slurm_mem_gb", "set slurm_mem_gb to what a node of the partition has (`sinfo -o '%P %m'`, in MB)"),
+    ("processors", "slurm_cpus_per_run", "set slurm_cpus_per_run to what a node of the partition has "
+     "(`sinfo -o '%P %c'`)"),
+    ("node configuration", "slurm_cpus_per_run", "no node of the partition has that many CPUs, that much memory "
+     "or those GPUs: lower slurm_cpus_per_run, slurm_mem_gb or slurm_gpus_per_run"))
 
 def sbatch_refusal(text: str) -> SettingsError:
     "sbatch's error output as one line naming the setting to change."
-    errors = [x.split("error:", 1)[1].strip() for x in text.splitlines() if "error:" in x] or [" ".join(text.split())[:300]]
+    errors = ([x.split("error:", 1)[1].strip() for x in text.splitlines() if "error:" in x]
+              or [" ".join(text.split())[:300]])
     why = "; ".join(dict.fromkeys(e.removeprefix("Batch job submission failed: ") for e in errors))
     for needle, setting, fix in REFUSALS:
         if needle in why.lower():
-            return SettingsError(f"sbatch refused the job ({why}): {fix} (settings.ini or COUPLED_QK_{setting.upper()})")
-    return SettingsError(f"sbatch refused the job ({why}); check the slurm_* settings (settings.ini or COUPLED_QK_SLURM_*)")
+            return SettingsError(f"sbatch refused the job ({why}): {fix} "
+                                 f"(settings.ini or COUPLED_QK_{setting.upper()})")
+    return SettingsError(f"sbatch refused the job ({why}); check the slurm_* settings "
+                         "(settings.ini or COUPLED_QK_SLURM_*)")
 
 def _slurm_executor(folder: Path, parameters: dict):
     import submitit
@@ -148,7 +155,7 @@ class SubmititPool:
         import submitit
         self.name, self.folder = kind, Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.poll_s = 0.5 if kind == "submitit-local" else 2.0      # a poll reads result files; squeue at most every 30 s
+        self.poll_s = 0.5 if kind == "submitit-local" else 2.0   # a poll reads result files; squeue at most each 30 s
         if kind == "slurm":
             p = parameters or slurm_parameters()
             p.setdefault("slurm_array_parallelism", _int_setting(load_settings(), "slurm_array_parallelism"))
@@ -182,7 +189,8 @@ class SubmititPool:
                 jobs = [self.ex.submit(call) for call, _ in items]
         except FailedJobError as e:                  # sbatch said no: one line naming the setting
             raise sbatch_refusal(str(e)) from None
-        atomic_write(self.jobs_file, json.dumps({**self._jobs(), **{k: j.job_id for (_, k), j in zip(items, jobs)}}, indent=1))
+        ids = {k: j.job_id for (_, k), j in zip(items, jobs)}
+        atomic_write(self.jobs_file, json.dumps({**self._jobs(), **ids}, indent=1))
         return [JobHandle(j) for j in jobs]
     def submit(self, call, key: str):
         return self.submit_all([(call, key)])[0]
@@ -197,8 +205,7 @@ class JobHandle:
     def done(self) -> bool:
         return self.job.done()
     def result(self):
-        rs = self.job.results()
-        return rs[0]
+        return self.job.results()[0]
 
 def check_executor(kind: str) -> None:
     """Refuse, in one line and before any work, an executor that cannot run here: an unknown name, submitit
@@ -215,8 +222,8 @@ def check_executor(kind: str) -> None:
         p = slurm_parameters()
         _int_setting(load_settings(), "slurm_array_parallelism")
         if shutil.which("sbatch") is None or shutil.which("srun") is None:
-            raise ConfigError("executor=slurm, but this machine has no Slurm (no sbatch or srun on PATH); submit from a "
-                              "cluster's login node, or use executor local or submitit-local", "executor")
+            raise ConfigError("executor=slurm, but this machine has no Slurm (no sbatch or srun on PATH); submit "
+                              "from a cluster's login node, or use executor local or submitit-local", "executor")
         check_sbatch(p)
 
 def make_executor(kind: str, jobs: int, folder: Path):

@@ -5,14 +5,11 @@
 
 # %% ../nbs/14b_export.ipynb #6d6e9d72
 from __future__ import annotations
-
 import base64, json, os, shutil, tempfile
 from dataclasses import asdict
 from pathlib import Path
-
 import torch
 import torch.nn.functional as F
-
 try:
     import transformers
     from transformers import (AutoConfig, AutoModelForCausalLM, GenerationConfig, GenerationMixin, PretrainedConfig,
@@ -21,8 +18,8 @@ try:
 except ImportError:
     raise ImportError('coupled_qk.export needs Hugging Face transformers 5.x: pip install -e ".[hf]"') from None
 if transformers.__version__.split(".")[0] != "5":
-    raise ImportError(f'coupled_qk.export needs transformers 5.x, not {transformers.__version__}: pip install -e ".[hf]"')
-
+    raise ImportError(f'coupled_qk.export needs transformers 5.x, not {transformers.__version__}: '
+                      'pip install -e ".[hf]"')
 from .settings import UserError, load_settings
 from .provenance import read_state, temporary_name
 from .model import GPT, GPTConfig
@@ -40,7 +37,6 @@ __all__ = ['SHIM', 'RESULT_FIELDS', 'TASK_YAML', 'TASK_UTILS', 'CoupledQKConfig'
 class CoupledQKConfig(PretrainedConfig):
     "transformers' config of this project's decoder: `gpt` is the GPTConfig as a dict (its attention variant included)."
     model_type = "coupled_qk"
-
     def __init__(self, gpt: dict | None = None, **kw):
         self.gpt = asdict(GPTConfig(**(gpt or {})))          # checked, and complete: every field written out
         g = self.gpt
@@ -56,23 +52,19 @@ class CoupledQKForCausalLM(PreTrainedModel, GenerationMixin):
     config_class = CoupledQKConfig
     base_model_prefix = "gpt"
     main_input_name = "input_ids"
-
     def __init__(self, config: CoupledQKConfig):
         super().__init__(config)
         self.gpt = GPT(GPTConfig(**config.gpt))
         if self.gpt.cfg.tie_embeddings:            # one tensor, saved once (safetensors keeps no shared storage)
             self._tied_weights_keys = {"gpt.lm_head.weight": "gpt.tok_emb.weight"}
         self.post_init()
-
     def _init_weights(self, module):
         "GPT initialises itself; only the rotary frequencies (a buffer no checkpoint holds) are set here."
         if isinstance(module, Rotary):
             d = module.inv_freq.numel() * 2
             module.inv_freq = self.gpt.cfg.attention.rope_base ** -(torch.arange(0, d, 2).float() / d)
-
     def get_input_embeddings(self): return self.gpt.tok_emb
     def get_output_embeddings(self): return self.gpt.lm_head
-
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, **kw) -> CausalLMOutput:
         if attention_mask is not None and bool(((attention_mask == 0) & (attention_mask.flip(-1).cummax(-1).values
@@ -85,11 +77,9 @@ class CoupledQKForCausalLM(PreTrainedModel, GenerationMixin):
             loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.size(-1)), labels[:, 1:].reshape(-1),
                                    ignore_index=-100)
         return CausalLMOutput(loss=loss, logits=logits)
-
     def prepare_inputs_for_generation(self, input_ids: torch.Tensor, **kw) -> dict:
         "The last seq_len tokens, as GPT.generate feeds them (no cache: the whole window every step)."
         return {"input_ids": input_ids[:, -self.gpt.cfg.seq_len:]}
-
     @classmethod
     def from_gpt(cls, gpt: GPT, eos_token_id: int | None = None) -> "CoupledQKForCausalLM":
         "The transformers model holding a copy of `gpt`'s weights (in eval mode)."
@@ -102,29 +92,18 @@ AutoConfig.register("coupled_qk", CoupledQKConfig, exist_ok=True)
 AutoModelForCausalLM.register(CoupledQKConfig, CoupledQKForCausalLM, exist_ok=True)
 
 # %% ../nbs/14b_export.ipynb #4081b3ae
-def _bytes_to_unicode() -> dict[int, str]:
-    "GPT-2's printable stand-in for every byte: the alphabet of a byte-level BPE."
-    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
 def hf_tokenizer(tok: TextTokenizer, seq_len: int) -> PreTrainedTokenizerFast:
     "Our tokenizer `tok` as a PreTrainedTokenizerFast with the same ids, end-of-text as its eos, padding on the right."
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    if tok.name == "bytes":
-        t = Tokenizer(models.BPE(vocab={c: b for b, c in _bytes_to_unicode().items()}, merges=[]))
+    from transformers.convert_slow_tokenizer import TikTokenConverter, bytes_to_unicode
+    if tok.name == "bytes":          # GPT-2's printable stand-in for every byte: a byte-level BPE's alphabet
+        t = Tokenizer(models.BPE(vocab={c: b for b, c in bytes_to_unicode().items()}, merges=[]))
         t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
         t.decoder = decoders.ByteLevel()
         t.add_special_tokens([EOT])                    # id 256, after the 256 bytes
     elif isinstance(tok.backend, Tokenizer):
         t = Tokenizer.from_str(tok.backend.to_str())
     else:                    # tiktoken's Encoding: its ranks as a tiktoken file, through transformers' converter
-        from transformers.convert_slow_tokenizer import TikTokenConverter
         enc = tok.backend
         with tempfile.TemporaryDirectory() as d:
             f = Path(d) / "ranks.tiktoken"
@@ -159,7 +138,8 @@ def lm_run(run: str | Path) -> tuple[Path, TrainConfig, dict]:
     try:
         tcfg = from_record(TrainConfig, cfg["config"])     # a run made before a later field keeps its meaning
     except (TypeError, ValueError):
-        raise ExportError(f"{p} is not a language-model run (an MQAR or GLUE run?); give a run of `coupled-qk train`") from None
+        raise ExportError(f"{p} is not a language-model run (an MQAR or GLUE run?); "
+                          "give a run of `coupled-qk train`") from None
     res = read_state(p / "result.json", fix)
     if res is None or not (p / "ckpt.pt").is_file():
         raise ExportError(f"{p}: the run is unfinished (no result.json or ckpt.pt); finish it first "
@@ -238,13 +218,13 @@ metadata:
   version: 1.0
 """
 TASK_UTILS = ("def process_results(doc, results):\n"
-              '    "The rolling log-likelihood of the document and the tokens it predicts: token perplexity\'s parts."\n'
+              '    "The rolling log-likelihood of the document and the tokens it predicts: '
+              'token perplexity\'s parts."\n'
               '    return {"token_perplexity": (results[0], doc["n_tokens"])}\n')
 
 def scored_windows(n_tokens: int, cfg: TrainConfig, split: str = "test", world_size: int = 1) -> int:
     """How many windows of seq_len the run `cfg` (trained on `world_size` processes) scores of a split of `n_tokens`
-    tokens: every one of the test split when its test_scoring is "full", else `eval_batches` batches (of every process)
-    at most."""
+    tokens: all of the test split when its test_scoring is "full", else at most `eval_batches` batches a process."""
     w = (n_tokens - 1) // cfg.block_size
     if cfg.eval_batches is None or (split == "test" and cfg.test_scoring == "full"):
         return w
@@ -274,7 +254,8 @@ def harness_perplexity(run: str | Path, corpus: str | None = None, split: str = 
         from lm_eval.models.huggingface import HFLM
         from lm_eval.tasks import TaskManager
     except ImportError:
-        raise ExportError('scoring needs lm-evaluation-harness: pip install -e ".[eval]" (make setup installs it)') from None
+        raise ExportError('scoring needs lm-evaluation-harness: pip install -e ".[eval]" '
+                          '(make setup installs it)') from None
     model, tok, cfg, res = load_run_model(run)
     corpus = corpus or cfg.corpus
     with tempfile.TemporaryDirectory() as d:

@@ -6,8 +6,7 @@ architecture trained from scratch as the control."""
 # %% ../nbs/06_glue.ipynb #754ba85d
 from __future__ import annotations
 import csv, hashlib, json, math, time
-from dataclasses import field
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
 import torch.nn as nn
@@ -24,8 +23,8 @@ from .runs import OpenRun, config_hash, from_record, load_checkpoint, open_run
 
 # %% auto #0
 __all__ = ['GLUE_TASKS', 'GLUE_FILE_TYPES', 'POOLINGS', 'INITS', 'GlueTask', 'GlueSplit', 'load_glue', 'GlueConfig',
-           'glue_splits', 'subsample', 'examples_fingerprint', 'encode_pair', 'encode_examples', 'features',
-           'Classifier', 'correctness', 'accuracy', 'correct_string', 'read_correct', 'build_classifier', 'finetune']
+           'glue_splits', 'subsample', 'examples_fingerprint', 'encode_pair', 'encode_examples', 'Classifier',
+           'correctness', 'accuracy', 'correct_string', 'read_correct', 'build_classifier', 'finetune']
 
 # %% ../nbs/06_glue.ipynb #4677c113
 @dataclass(frozen=True)
@@ -149,9 +148,8 @@ class GlueConfig:
     warmup_frac: float = 0.06          # linear warmup over this fraction of the steps, in [0, 1)
     seed: int = 0                      # the order of the examples and the head's init
     device: str | None = None          # auto, cpu, cuda, cuda:N or mps; None = the `device` setting
-    glue_dir: str | None = None        # a folder in GLUE's (or the hub's) layout; None = the local_glue setting, else the hub
+    glue_dir: str | None = None        # GLUE's (or the hub's) layout; None = the local_glue setting, else the hub
     NON_RESULT_FIELDS = ("device", "glue_dir")
-
     def __post_init__(self):
         check_fields(self)
         check_choice("GLUE task", self.task, tuple(GLUE_TASKS))
@@ -175,7 +173,6 @@ class GlueConfig:
         check_number("weight_decay", self.weight_decay, 0)
         check_number("warmup_frac", self.warmup_frac, 0, high=0.99)
         check_number("seed", self.seed, 0, integer=True)
-
     def lm_config(self) -> TrainConfig:
         """The language-model config the classifier is built from: the run's recorded one (read by `from_record`, so a
         run made before a later field existed keeps its identity), else the scratch architecture's."""
@@ -237,17 +234,6 @@ def encode_examples(tok, examples: list, max_len: int) -> tuple[torch.Tensor, to
     return ids, torch.tensor([len(s) for s in seqs]), torch.tensor([y for *_, y in examples])
 
 # %% ../nbs/06_glue.ipynb #14d83f8a
-def features(gpt: GPT, idx: torch.Tensor) -> torch.Tensor:
-    "Final hidden states (B, T, d_model) of the decoder."
-    T = idx.shape[1]
-    x = gpt.tok_emb(idx)
-    if gpt.pos_emb is not None:
-        x = x + gpt.pos_emb(torch.arange(T, device=idx.device))
-    x = gpt.drop(x)
-    for block in gpt.blocks:
-        x = block(x)
-    return gpt.ln_f(x)
-
 class Classifier(nn.Module):
     "A GPT body, pooling, and a linear head."
     def __init__(self, gpt: GPT, n_labels: int, pooling: str = "mean"):
@@ -256,9 +242,8 @@ class Classifier(nn.Module):
         self.head = nn.Linear(gpt.cfg.d_model, n_labels)
         nn.init.normal_(self.head.weight, std=0.02)
         nn.init.zeros_(self.head.bias)
-
     def forward(self, idx: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        h = features(self.gpt, idx)
+        h = self.gpt.hidden(idx)
         if self.pooling == "last":
             pooled = h[torch.arange(len(idx), device=idx.device), lengths - 1]
         else:
@@ -289,7 +274,7 @@ def correct_string(correct) -> str:
     return "".join("1" if c else "0" for c in (correct.tolist() if hasattr(correct, "tolist") else correct))
 
 def read_correct(result: dict):
-    "A GLUE result's per-example correctness as a bool array in the evaluation order; None where it has no `eval_correct`."
+    "A GLUE result's per-example correctness, a bool array in the evaluation order (None without `eval_correct`)."
     import numpy as np
     s = result.get("eval_correct") if isinstance(result, dict) else None
     if not isinstance(s, str):
@@ -333,8 +318,7 @@ def _finetune(cfg: GlueConfig, run: OpenRun, quiet: bool) -> dict:
     Xtr, Ltr, Ytr = encode_examples(tok, tr, max_len)
     Xev, Lev, Yev = encode_examples(tok, ev, max_len)
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, device)
-    steps_per_epoch = math.ceil(len(Xtr) / cfg.batch_size)
-    total = cfg.epochs * steps_per_epoch
+    total = cfg.epochs * math.ceil(len(Xtr) / cfg.batch_size)
     warm = int(cfg.warmup_frac * total)
     gen = torch.Generator().manual_seed(cfg.seed)
     from tqdm.auto import tqdm

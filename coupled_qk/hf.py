@@ -5,13 +5,10 @@ initialisation, exact with the KV cache, and trained like LoRA's B = 0 start."""
 
 # %% ../nbs/14_hf.ipynb #7099c2c1
 from __future__ import annotations
-
 import json, operator
 from collections.abc import Collection
 from pathlib import Path
-
 from torch import Tensor, nn
-
 try:
     import transformers
     from safetensors import safe_open
@@ -27,7 +24,6 @@ except ImportError:
 if transformers.__version__.split(".")[0] != "5":
     raise ImportError(f"coupled_qk.hf needs transformers 5.x, not {transformers.__version__}: pip install -e '.[hf]' "
                       "in the project (make setup installs it)")
-
 from .attention import DIFFERENTIAL, AttentionConfig, dynamics_of
 from .invertible import InvertibleCoupling
 from .settings import ConfigError, UserError
@@ -55,7 +51,6 @@ class QKCoupling(nn.Module):
         self.dynamics = dynamics_of(cfg, n_heads, head_dim)
         self.invertible = (InvertibleCoupling(n_heads, head_dim, cfg.coupling_hidden, cfg.scale_bound, cfg.recompute)
                            if cfg.invertible else None)
-
     def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         step = self.dynamics if self.dynamics is not None else self.invertible
         if self.groups == 1:
@@ -65,7 +60,6 @@ class QKCoupling(nn.Module):
         q, moved = step(q, copies)
         # the mean displacement, not the mean of the copies: exactly k where the coupling is the identity
         return q, k + (moved - copies).view(B, H_kv, self.groups, T, d).mean(2)
-
     def extra_repr(self) -> str:
         return f"variant={self.variant}, groups={self.groups}"
 
@@ -96,11 +90,9 @@ class CoupledGPT2Attention(modeling_gpt2.GPT2Attention):
 class LlamaFamilyCoupled:
     "The Llama family's attention forward with `coupling` on (q, k) after the projections, before rotary and the cache."
     modeling = modeling_llama         # the family's modeling module: its rotary, its eager attention, its registry
-
     def _window(self):
         "The sliding window this family passes to its attention function (the Llama family: none)."
         return None
-
     def forward(self, hidden_states, position_embeddings=None, attention_mask=None, cache=None,
                 past_key_values=None, **kwargs):
         cache = past_key_values if cache is None else cache
@@ -126,13 +118,11 @@ class CoupledLlamaAttention(LlamaFamilyCoupled, modeling_llama.LlamaAttention):
 
 class CoupledMistralAttention(LlamaFamilyCoupled, modeling_mistral.MistralAttention):
     modeling = modeling_mistral
-
     def _window(self):
         return getattr(self.config, "sliding_window", None)
 
 class CoupledQwen2Attention(LlamaFamilyCoupled, modeling_qwen2.Qwen2Attention):
     modeling = modeling_qwen2
-
     def _window(self):
         return self.sliding_window
 
@@ -250,8 +240,7 @@ def coupling_state_dict(model: nn.Module) -> dict[str, Tensor]:
     return {f"{name}.{k}": v for name, m in couplings(model).items() for k, v in m.state_dict().items()}
 
 def coupling_settings(model: nn.Module) -> dict:
-    """The variant, layers and fields `add_coupling` recorded in `model.config.coupled_qk` (a PEFT model: its base
-    model's)."""
+    "The variant, layers and fields `add_coupling` recorded in `model.config.coupled_qk` (PEFT: its base model's)."
     return dict(getattr(_base(model).config, "coupled_qk", None) or {})
 
 def save_coupling(model: nn.Module, folder: str | Path) -> Path:
@@ -281,8 +270,7 @@ def _function_settings(settings: dict) -> dict:
     return {"variant": variant, "layers": layers, **shape}
 
 def _differences(saved: dict, here: dict) -> list[str]:
-    """`name=saved there, here in this model` for each function-deciding setting that differs (the variant alone if it
-    does)."""
+    "`name=saved there, here in this model` per function-deciding setting that differs (the variant alone if it does)."
     a, b = _function_settings(saved), _function_settings(here)
     if a["variant"] != b["variant"]:        # another variant has other shape fields: the variant (and layers) say it
         a, b = ({k: d[k] for k in ("variant", "layers")} for d in (a, b))
@@ -296,8 +284,7 @@ def _checkpoint_files(folder: Path) -> list[Path]:
     return [folder / "model.safetensors"]
 
 def _saved_coupling(folder: Path) -> tuple[dict | None, list[Path]]:
-    """The settings and weight files of the coupling in `folder`: `save_coupling`'s files if there, else
-    `save_pretrained`'s."""
+    "The coupling's settings and weight files in `folder`: `save_coupling`'s if there, else `save_pretrained`'s."
     if (folder / "coupling.json").is_file():
         fix = "save the coupling again with save_coupling"
         return read_state(folder / "coupling.json", fix).get("coupled_qk"), [folder / "coupling.safetensors"]

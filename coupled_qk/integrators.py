@@ -5,7 +5,6 @@ learned dynamical system before attention scores them."""
 
 # %% ../nbs/00_integrators.ipynb #ab39729f
 from __future__ import annotations
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -37,14 +36,11 @@ class MLPForce(nn.Module):
         self.w1 = _stacked(n_heads, shared, self.hidden, head_dim)
         self.w2 = _stacked(n_heads, shared, head_dim, self.hidden)
         self.reset_parameters()
-
     def reset_parameters(self):
         nn.init.normal_(self.w1, std=self.head_dim ** -0.5)
         nn.init.normal_(self.w2, std=self.hidden ** -0.5)
-
     def weights(self) -> tuple[Tensor, Tensor]:
         return self.w1, self.w2
-
     def forward(self, q: Tensor) -> Tensor:
         return mlp_force(q, self.w1, self.w2)
 
@@ -71,18 +67,14 @@ class GradientForce(nn.Module):
         self.w = _stacked(n_heads, shared, self.hidden, head_dim)
         self.a = _stacked(n_heads, shared, self.hidden)
         self.reset_parameters()
-
     def reset_parameters(self):
         nn.init.normal_(self.w, std=self.head_dim ** -0.5)
         nn.init.normal_(self.a, std=self.hidden ** -0.5)
-
     def weights(self) -> tuple[Tensor, Tensor]:
         return self.w, self.a
-
     def potential(self, q: Tensor) -> Tensor:
         "V(q), one scalar per vector."
         return (F.silu(_headwise(q, self.w)) * _tokens(self.a)).sum(-1)
-
     def forward(self, q: Tensor) -> Tensor:
         return gradient_force(q, self.w, self.a)
 
@@ -254,7 +246,6 @@ class FusedDynamics(torch.autograd.Function):
         ctx.save_for_backward(q, k, dt, *ws)
         ctx.method, ctx.kind, ctx.n_steps = method, kind, n_steps
         return qn if method == "mlp_only" else (qn, kn)
-
     @staticmethod
     def backward(ctx, gq: Tensor, gk: Tensor | None = None):
         q, k, dt, *ws = ctx.saved_tensors
@@ -262,7 +253,6 @@ class FusedDynamics(torch.autograd.Function):
         n = ctx.n_steps
         gdt = torch.zeros_like(dt)
         gw = [0.0] * len(ws)            # per-head sums, scaled by Δt at the end
-
         def force_back(i, g, c):
             "The kick k += c·Δt·f(qs[i]) backwards: returns J_fᵀ g; adds its share to Δt's and the weights'."
             vq, parts_w, dot = kick(i, g)
@@ -270,7 +260,6 @@ class FusedDynamics(torch.autograd.Function):
                 gw[j] = gw[j] + c * t.to(dt.dtype)
             gdt.add_(dot.to(dt.dtype), alpha=c)
             return vq
-
         if ctx.method == "euler":
             for i in reversed(range(n)):
                 vq = force_back(i, gk, 1.0)
@@ -297,7 +286,8 @@ def integrate_fused(method: str, q: Tensor, k: Tensor, force: nn.Module, dt: Ten
     "`INTEGRATORS[method](q, k, force, dt, n_steps)` through `FusedDynamics`; dt is one Δt per head, (H,)."
     kind = next((name for name, cls in FORCES.items() if type(force) is cls), None)
     if kind is None:
-        raise TypeError(f"the fused path knows {', '.join(c.__name__ for c in FORCES.values())}, not {type(force).__name__}")
+        known = ', '.join(c.__name__ for c in FORCES.values())
+        raise TypeError(f"the fused path knows {known}, not {type(force).__name__}")
     out = FusedDynamics.apply(method, kind, n_steps, q, k, dt, *force.weights())
     return (out, k) if method == "mlp_only" else out
 
@@ -320,10 +310,8 @@ class CoupledDynamics(nn.Module):
         self.integrate = INTEGRATORS[method]
         self.force = FORCES[force](head_dim, hidden, n_heads, shared_force)
         self.dt = nn.Parameter(torch.full((n_heads,), float(dt_init)))
-
     def _run(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         return self.integrate(q, k, self.force, self.dt, self.n_steps)
-
     def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         if not torch.is_grad_enabled():
             return self._run(q, k)
@@ -332,7 +320,6 @@ class CoupledDynamics(nn.Module):
         if self.recompute:
             return torch.utils.checkpoint.checkpoint(self._run, q, k, use_reentrant=False, preserve_rng_state=False)
         return self._run(q, k)
-
     def extra_repr(self) -> str:
         return f"method={self.method}, n_steps={self.n_steps}, fused={self.fused}"
 

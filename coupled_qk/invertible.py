@@ -5,12 +5,10 @@ affine coupling maps, the identity at initialisation — before attention scores
 
 # %% ../nbs/13_invertible.ipynb #09dba39c
 from __future__ import annotations
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
-
 from .integrators import MLPForce, mlp_force
 
 # %% auto #0
@@ -19,7 +17,7 @@ __all__ = ['bounded', 'affine', 'AffineCoupling', 'pack_map', 'unpack_grads', 'a
 
 # %% ../nbs/13_invertible.ipynb #62c01fad
 def bounded(s_hat: Tensor, b: float) -> Tensor:
-    "b·tanh(ŝ/b), computed as the same function 2b·σ(2ŝ/b) − b: a CPU evaluates sigmoid several times faster than tanh."
+    "b·tanh(ŝ/b), computed as the same 2b·σ(2ŝ/b) − b: a CPU evaluates sigmoid several times faster than tanh."
     return 2 * b * torch.sigmoid(s_hat * (2 / b)) - b
 
 def affine(x: Tensor, c: Tensor, ws, b: float) -> Tensor:
@@ -37,23 +35,18 @@ class AffineCoupling(nn.Module):
         self.s = MLPForce(head_dim, hidden, n_heads, shared=False)
         self.t = MLPForce(head_dim, hidden, n_heads, shared=False)
         self.reset_parameters()
-
     def reset_parameters(self):
         for net in (self.s, self.t):
             net.reset_parameters()
             nn.init.zeros_(net.w2)   # s = t = 0 exactly, so the map starts as the identity
-
     def scale_shift(self, c: Tensor) -> tuple[Tensor, Tensor]:
         "s(c), bounded to (-b, b) so that exp(s) can neither explode nor vanish, and t(c)."
         return bounded(self.s(c), self.scale_bound), self.t(c)
-
     def weights(self) -> list[Tensor]:
         "W1, W2 of s, then of t."
         return [*self.s.weights(), *self.t.weights()]
-
     def forward(self, x: Tensor, c: Tensor) -> Tensor:
         return affine(x, c, self.weights(), self.scale_bound)
-
     def inverse(self, y: Tensor, c: Tensor) -> Tensor:
         s, t = self.scale_shift(c)
         return (y - t) * torch.exp(-s)
@@ -83,8 +76,9 @@ def unpack_grads(gw1: Tensor, gw2: Tensor, b: float) -> list[Tensor]:
     return [gw1[:, :m], gw2[:, :m, :d].transpose(1, 2) * (2 / b), gw1[:, m:], gw2[:, m:, d:].transpose(1, 2)]
 
 def affine_packed(x: Tensor, c: Tensor, w1: Tensor, w2: Tensor, b: float, keep: bool = False):
-    """`affine` on token-major (N, H, d) x and c with `pack_map`'s weights: 4 matmuls become 2, each with the
-    N tokens as its long side, and s, e^s, x·e^s + t take five elementwise passes. With `keep`, also what the backward reads."""
+    """`affine` on token-major (N, H, d) x and c with `pack_map`'s weights: 4 matmuls become 2, each with
+    the N tokens as its long side, and s, e^s, x·e^s + t take five elementwise passes. With `keep`, also what the
+    backward reads."""
     N, H, d = x.shape
     zT = torch.bmm(w1, _heads(c).transpose(1, 2))             # (H, 2m, N): W1 c for s and t
     hT = F.silu(zT)
@@ -96,13 +90,13 @@ def affine_packed(x: Tensor, c: Tensor, w1: Tensor, w2: Tensor, b: float, keep: 
     return (y, (zT, hT, sig, e)) if keep else y
 
 def affine_packed_vjp(x: Tensor, c: Tensor, gy: Tensor, w1: Tensor, w2: Tensor, parts, b: float):
-    "For cotangent gy on `affine_packed`'s y: (x̄, c̄, (W̄1, W̄2)) for `pack_map`'s weights; the text above has the equations."
+    "For cotangent gy on `affine_packed`'s y: (x̄, c̄, (W̄1, W̄2)) for `pack_map`'s weights (equations: the text)."
     zT, hT, sig, e = parts
     N, H, d = x.shape
     gx = gy * e
     g_at = x.new_empty(N, H, 2 * d)                           # cotangents of [2ŝ/b | t]
     ga = torch.mul(gx, x, out=g_at[..., :d])                  # ȳ·x·e^s = s̄ …
-    torch.ops.aten.sigmoid_backward.grad_input(ga, sig, grad_input=ga).mul_(2 * b)   # … · ∂s/∂(2ŝ/b) = 2b·σ(1−σ)
+    torch.ops.aten.sigmoid_backward.grad_input(ga, sig, grad_input=ga).mul_(2 * b)  # ∂s/∂(2ŝ/b) = 2b·σ(1−σ)
     g_at[..., d:] = gy
     gzT = torch.ops.aten.silu_backward(torch.bmm(w2, _heads(g_at).transpose(1, 2)), zT)   # (H, 2m, N)
     gc = torch.empty_like(gx)
@@ -110,7 +104,7 @@ def affine_packed_vjp(x: Tensor, c: Tensor, gy: Tensor, w1: Tensor, w2: Tensor, 
     return gx, gc, (torch.bmm(gzT, _heads(c)), torch.bmm(hT, _heads(g_at)))
 
 class FusedCoupling(torch.autograd.Function):
-    "`InvertibleCoupling._run` on packed weights, with a hand-written backward that stores only (q, k); see the text above."
+    "`InvertibleCoupling._run` on packed weights, with a hand-written backward that stores only (q, k)."
     @staticmethod
     def forward(ctx, b: float, q: Tensor, k: Tensor, *ws: Tensor):
         B, H, T, d = q.shape
@@ -125,7 +119,6 @@ class FusedCoupling(torch.autograd.Function):
         # (B, T, H, d) in memory, like attention's projections: SDPA's output then takes that order too, and
         # W_o reads it without a saved copy
         return tuple(y.view(B, T, H, d).transpose(1, 2) for y in (q2, k2))
-
     @staticmethod
     def backward(ctx, gq2: Tensor, gk2: Tensor):
         q0, k0, *ws = ctx.saved_tensors
@@ -151,15 +144,12 @@ class InvertibleCoupling(nn.Module):
         self.recompute, self.fused = recompute, fused
         self.q_map = AffineCoupling(n_heads, head_dim, hidden, scale_bound)   # q ← q·exp(s1(k)) + t1(k)
         self.k_map = AffineCoupling(n_heads, head_dim, hidden, scale_bound)   # k ← k·exp(s2(q)) + t2(q)
-
     def weights(self) -> list[Tensor]:
         "The eight MLP weights in `FusedCoupling`'s order: the q map's, then the k map's."
         return self.q_map.weights() + self.k_map.weights()
-
     def _run(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         q = self.q_map(q, k)
         return q, self.k_map(k, q)
-
     def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         if torch.compiler.is_compiling():   # inductor fuses the plain maps itself, and its partitioner picks what to
             return self._run(q, k)          # recompute (FusedCoupling's `out=` views would break the graph)
@@ -168,12 +158,10 @@ class InvertibleCoupling(nn.Module):
         if self.recompute and torch.is_grad_enabled():
             return checkpoint(self._run, q, k, use_reentrant=False, preserve_rng_state=False)
         return self._run(q, k)
-
     def inverse(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         "(q, k) from the coupled (q', k'): the k map was applied last, so it is undone first."
         k = self.k_map.inverse(k, q)
         return self.q_map.inverse(q, k), k
-
     def log_det(self, q: Tensor, k: Tensor) -> Tensor:
         "log |det ∂(q', k')/∂(q, k)| of the forward map at (q, k), one value per head and token: (B, H, T)."
         s1, _ = self.q_map.scale_shift(k)

@@ -6,16 +6,13 @@ to the paper's 350M."""
 
 # %% ../nbs/02_model.ipynb #305f95ae
 from __future__ import annotations
-
 import contextlib
 import hashlib
 import math
 from dataclasses import dataclass, field, replace
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-
 from .attention import DIFFERENTIAL, VARIANTS, AttentionConfig, build_attention
 
 # %% auto #0
@@ -35,12 +32,11 @@ class GPTConfig:
     n_layers: int = 4
     n_heads: int = 4
     mlp_ratio: int = 4
-    mlp_hidden: int | None = None   # the MLP's hidden width; None = mlp_ratio × d_model (a parameter-matched control sets it)
+    mlp_hidden: int | None = None   # MLP width; None = mlp_ratio × d_model (set by the parameter-matched control)
     dropout: float = 0.0
     init: str = "gpt2"              # "gpt2": N(0, 0.02) weights; "torch": PyTorch's default init (see the decoder)
     tie_embeddings: bool = True     # the output layer reuses the token embedding
     attention: AttentionConfig = field(default_factory=AttentionConfig)
-
     def __post_init__(self):
         if isinstance(self.attention, dict):
             self.attention = AttentionConfig(**self.attention)
@@ -50,7 +46,8 @@ class GPTConfig:
             if not (isinstance(getattr(self, k), int) and getattr(self, k) >= 1):
                 raise ValueError(f"{k}={getattr(self, k)!r}; it must be a whole number, at least 1")
         if self.mlp_hidden is not None and not (isinstance(self.mlp_hidden, int) and self.mlp_hidden >= 1):
-            raise ValueError(f"mlp_hidden={self.mlp_hidden!r}; it must be a whole number, at least 1 (or None: mlp_ratio × d_model)")
+            raise ValueError(f"mlp_hidden={self.mlp_hidden!r}; it must be a whole number, at least 1 "
+                             "(or None: mlp_ratio × d_model)")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout={self.dropout}; it must be in [0, 1)")
         if self.d_model % self.n_heads:
@@ -60,12 +57,11 @@ class GPTConfig:
                              f"heads of two maps); got n_heads={self.n_heads}")
         hd = self.head_dim                  # Differential's maps are head_dim wide too (H/2 heads of 2 maps)
         if self.attention.positional == "rope" and hd % 2:
-            raise ValueError(f"rotary positions need an even head dim, and d_model={self.d_model} / n_heads={self.n_heads} "
+            raise ValueError(f"rotary positions need an even head dim, and d_model={self.d_model} / "
+                             f"n_heads={self.n_heads} "
                              f"gives {hd}; pick d_model and n_heads with an even quotient, or positional=learned")
-
     @property
     def head_dim(self) -> int: return self.d_model // self.n_heads
-
     @property
     def d_ff(self) -> int: return self.mlp_hidden or self.mlp_ratio * self.d_model
 
@@ -76,7 +72,6 @@ class MLP(nn.Module):
         self.fc = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
         self.proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
         self.drop = nn.Dropout(cfg.dropout)
-
     def forward(self, x: Tensor) -> Tensor:
         return self.drop(self.proj(F.gelu(self.fc(x))))
 
@@ -88,7 +83,6 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.d_model, bias=False)
         self.mlp = MLP(cfg)
         self.drop = nn.Dropout(cfg.dropout)
-
     def forward(self, x: Tensor) -> Tensor:
         x = x + self.drop(self.attn(self.ln1(x)))
         return x + self.mlp(self.ln2(x))
@@ -124,7 +118,6 @@ class GPT(nn.Module):
         if cfg.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
         self.init_weights(self.init_seed)
-
     def init_weights(self, seed: int):
         "Initialise every module from its own generator, seeded by (seed, module name): see the text above."
         done = []                                  # modules whose reset_parameters also reset their children
@@ -139,18 +132,16 @@ class GPT(nn.Module):
                 elif hasattr(m, "reset_parameters"):
                     m.reset_parameters()
                     done.append(name)
-
     def _init_weight(self, name: str, m: nn.Linear | nn.Embedding):
         if self.cfg.init == "torch":
             m.reset_parameters()
             return
         std = 0.02
-        if name.endswith(("attn.proj", "mlp.proj")):   # writes into the residual stream: keep its variance flat in depth
+        if name.endswith(("attn.proj", "mlp.proj")):   # writes into the residual stream: variance flat in depth
             std = 0.02 / math.sqrt(2 * self.cfg.n_layers)
         nn.init.normal_(m.weight, mean=0.0, std=std)
-
-    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        "Logits (B, T, V) for token ids (B, T), and the mean cross-entropy when `targets` are given."
+    def hidden(self, idx: Tensor) -> Tensor:
+        "The final hidden states (B, T, d_model) for token ids (B, T): what the output layer reads."
         T = idx.shape[1]
         if T > self.cfg.seq_len and self.pos_emb is not None:
             raise ValueError(f"sequence of {T} tokens is longer than seq_len={self.cfg.seq_len} of learned positions")
@@ -160,12 +151,14 @@ class GPT(nn.Module):
         x = self.drop(x)
         for block in self.blocks:
             x = block(x)
-        logits = self.lm_head(self.ln_f(x))
+        return self.ln_f(x)
+    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        "Logits (B, T, V) for token ids (B, T), and the mean cross-entropy when `targets` are given."
+        logits = self.lm_head(self.hidden(idx))
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1), ignore_index=-100)
         return logits, loss
-
     @torch.no_grad()
     def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
                  generator: torch.Generator | None = None) -> Tensor:

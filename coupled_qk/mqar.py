@@ -26,7 +26,6 @@ class MQARConfig:
     num_examples: int = 100_000     # training examples (Zoology's num_train_examples)
     seed: int = 0
     random_non_queries: bool = True # fill non-query slots with uniform random tokens, as Zoology does
-
     def __post_init__(self):
         def bad(msg): raise ValueError(f"MQARConfig: {msg}")
         for name in ("vocab_size", "seq_len", "num_kv_pairs", "num_examples", "seed"):
@@ -41,7 +40,8 @@ class MQARConfig:
                 f"4*num_kv_pairs = {4*self.num_kv_pairs}; raise seq_len or lower num_kv_pairs")
         if self.vocab_size // 2 - 1 < self.num_kv_pairs:
             bad(f"vocab_size={self.vocab_size} is too small for {self.num_kv_pairs} distinct keys and values: "
-                f"needs vocab_size >= 2*num_kv_pairs+2 = {2*self.num_kv_pairs+2}; raise vocab_size or lower num_kv_pairs")
+                f"needs vocab_size >= 2*num_kv_pairs+2 = {2*self.num_kv_pairs+2}; "
+                "raise vocab_size or lower num_kv_pairs")
         if not (isinstance(self.power_a, (int, float, np.floating)) and np.isfinite(self.power_a) and self.power_a > 0):
             bad(f"power_a={self.power_a!r} must be a finite number > 0 (1.0 is uniform, Zoology uses 0.01)")
         object.__setattr__(self, "power_a", float(self.power_a))
@@ -49,7 +49,6 @@ class MQARConfig:
             bad(f"num_examples={self.num_examples} must be >= 1")
         if self.seed < 0:
             bad(f"seed={self.seed} must be >= 0 (numpy seeds are non-negative)")
-
     @property
     def context_len(self) -> int:
         "Tokens taken by the key-value pairs, k1 v1 k2 v2 ..."
@@ -58,7 +57,6 @@ class MQARConfig:
     def num_slots(self) -> int:
         "Candidate query positions: the even offsets of the query region."
         return (self.seq_len - self.context_len) // 2
-
     def replace(self, **kw) -> "MQARConfig":
         "A copy with some fields changed (validated again)."
         return dataclasses.replace(self, **kw)
@@ -185,7 +183,6 @@ class MQARSplits:
     test_labels: torch.Tensor
     seed: int
     redrawn: int = 0    # test examples redrawn because they repeated a training example
-
     @property
     def train(self): return self.train_inputs, self.train_labels
     @property
@@ -223,7 +220,7 @@ def split_seeds(seed: int) -> tuple[np.random.SeedSequence, np.random.SeedSequen
 
 def make_mqar_splits(cfg: MQARConfig, n_train: int | None = None, n_test: int = 3_000, seed: int | None = None,
                      max_redraws: int = 20) -> MQARSplits:
-    "Train (default cfg.num_examples) and test examples from disjoint seed streams; no test example repeats a train one."
+    "Train (default cfg.num_examples) and test examples from disjoint seed streams; no test example is a train one."
     seed = cfg.seed if seed is None else seed
     n_train = cfg.num_examples if n_train is None else n_train
     if n_train < 1 or n_test < 1:
@@ -242,7 +239,8 @@ def make_mqar_splits(cfg: MQARConfig, n_train: int | None = None, n_test: int = 
         xte[dup], yte[dup] = mqar_arrays(cfg, int(dup.sum()), rng_te)
     else:
         raise ValueError(f"MQAR task too small for {n_train}+{n_test} distinct examples "
-                         f"(vocab_size={cfg.vocab_size}, seq_len={cfg.seq_len}); raise vocab_size or seq_len, or lower n_test")
+                         f"(vocab_size={cfg.vocab_size}, seq_len={cfg.seq_len}); "
+                         "raise vocab_size or seq_len, or lower n_test")
     return MQARSplits(cfg, torch.from_numpy(xtr), torch.from_numpy(ytr), torch.from_numpy(xte), torch.from_numpy(yte),
                       seed=seed, redrawn=redrawn)
 

@@ -54,7 +54,6 @@ class MQARTrainConfig:
     seed: int = 0                      # data streams and model init
     device: str | None = None          # auto, cpu, cuda, cuda:N or mps; None = the `device` setting
     NON_RESULT_FIELDS = ("device",)
-
     def __post_init__(self):
         check_fields(self)
         check_choice("MQAR task", self.task, tuple(MQAR_PRESETS))
@@ -79,14 +78,12 @@ class MQARTrainConfig:
             self.model_config()
         except ValueError as e:
             raise ConfigError(str(e)) from None
-
     @property
     def warmup_steps(self) -> int: return int(self.warmup_frac * self.steps)
-
     def task_config(self) -> MQARConfig:
-        over = {k: getattr(self, k) for k in ("vocab_size", "seq_len", "num_kv_pairs", "power_a") if getattr(self, k) is not None}
+        over = {k: getattr(self, k) for k in ("vocab_size", "seq_len", "num_kv_pairs", "power_a")
+                if getattr(self, k) is not None}
         return mqar_config(self.task, num_examples=self.steps * self.batch_size, seed=self.seed, **over)
-
     def model_config(self) -> GPTConfig:
         t = self.task_config()
         over = {k: getattr(self, k) for k in ("n_steps", "dt_init") if getattr(self, k) is not None}
@@ -120,7 +117,8 @@ def mqar_batches(cfg: MQARConfig, batch_size: int, seed: int, test_inputs: torch
 
 # %% ../nbs/04b_mqar_train.ipynb #2375648e
 @torch.no_grad()
-def mqar_eval(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, device, batch_size: int = 256) -> tuple[float, float]:
+def mqar_eval(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, device,
+              batch_size: int = 256) -> tuple[float, float]:
     "(accuracy at query positions, mean loss) of `model` on a split."
     model.eval()
     correct, n, loss_sum = 0, 0, 0.0
@@ -199,7 +197,8 @@ def _train_mqar(cfg: MQARTrainConfig, run: OpenRun, quiet: bool) -> dict:
     provenance = dict(task="mqar", **asdict(task), split_seed=cfg.seed, n_train=cfg.steps * cfg.batch_size,
                       n_test=cfg.n_test, seed_scheme="SeedSequence(seed).spawn(2) -> (train stream, test set); "
                       "a fresh training batch every step, rows equal to a test example dropped")
-    return run.finish(dict(config=asdict(cfg), task=provenance, model=asdict(cfg.model_config()), params=n_params(model),
+    return run.finish(dict(config=asdict(cfg), task=provenance, model=asdict(cfg.model_config()),
+                           params=n_params(model),
                            coupling_params=coupling_params(model), best_lr=best["lr"], test_acc=best["test_acc"],
                            **{k: best[k] for k in best if k.startswith("steps_to_")}, chance=2 / task.vocab_size,
                            sweep=sweep, wall_clock_s=round(time.perf_counter() - t0, 3)))

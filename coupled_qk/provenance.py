@@ -90,9 +90,11 @@ def git_revision(root: Path | None = None, outputs: Path | None = None) -> str:
     summaries as it goes; they are its output, not a change to the code that makes them."""
     st = load_settings()
     root, outputs = Path(root or st.root).resolve(), Path(outputs or st.figures_dir).resolve()
-    exclude = [":(exclude)" + str(outputs.relative_to(root))] if outputs.is_relative_to(root) and outputs != root else []
+    inside = outputs.is_relative_to(root) and outputs != root
+    exclude = [":(exclude)" + str(outputs.relative_to(root))] if inside else []
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                             check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *exclude], cwd=root,
                                capture_output=True, text=True, check=False).stdout.strip()
         return rev + ("+dirty" if dirty else "")
@@ -102,7 +104,8 @@ def git_revision(root: Path | None = None, outputs: Path | None = None) -> str:
 def hardware() -> str:
     "A one-line description of the machine and the device."
     import torch
-    s = f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, torch threads {torch.get_num_threads()}".strip()
+    s = (f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, "
+         f"torch threads {torch.get_num_threads()}").strip()
     if torch.cuda.is_available():
         s += f"; {torch.cuda.get_device_name()}"
     return s
@@ -164,7 +167,8 @@ def environment_yml(lock: Path | None = None) -> str:
     lock = Path(lock or lock_path("cpu"))
     py = re.search(r"with Python (\d+\.\d+)", lock.read_text())
     pins = "".join(f"      - {n}=={v}\n" for n, v in locked_versions(lock).items())
-    return (f"# Written by `make lock` from {LOCK_DIR}/{lock.name}: do not edit (tests/test_environment.py checks it).\n"
+    return (f"# Written by `make lock` from {LOCK_DIR}/{lock.name}: do not edit "
+            "(tests/test_environment.py checks it).\n"
             "# conda env create -f environment.yml && conda activate coupled_qk && pip install --no-deps -e .\n"
             "# torch's +cpu build comes from its CPU wheel index or pip's find-links; on a CUDA machine `make setup`\n"
             "# installs requirements/cuda.lock instead (the same versions, torch's CUDA build).\n"
@@ -206,11 +210,11 @@ def _environment() -> dict:
         blas=dict(torch=find(r"BLAS_INFO=(\w+)", config), numpy=_numpy_blas()),
         openmp=find(r"^(OpenMP \d+.*)$", parallel), parallel_backend=find(r"ATen parallel backend: (.*)$", parallel),
         cpu_capability=find(r"CPU capability usage: (.*)$", config), threadpools=_threadpools(),
-        lock=f"{LOCK_DIR}/{lock.name}", lock_hash=hashlib.sha256(lock.read_bytes()).hexdigest() if lock.is_file() else None)
+        lock=f"{LOCK_DIR}/{lock.name}",
+        lock_hash=hashlib.sha256(lock.read_bytes()).hexdigest() if lock.is_file() else None)
 
 def environment() -> dict:
-    """The software environment of this process (see above) as a JSON-ready dict: the thread count read now,
-    the rest read once per process."""
+    "This process's software environment (see above) as a JSON-ready dict: threads read now, the rest once a process."
     import torch
     env = copy.deepcopy(_environment())
     env["threads"] = dict(torch=torch.get_num_threads(), interop=torch.get_num_interop_threads(),

@@ -51,7 +51,8 @@ def hub_fixture(root: Path, docs: int = 300, seed: int = 0) -> dict[str, Path]:
              {"text": [_words(rng, 60) for _ in range(docs)], "meta": ["{}"] * docs})
     owt = root / "Skylion007" / "openwebtext"
     for k in range(2):
-        _parquet(owt / "plain_text" / f"train-0000{k}-of-00002.parquet", {"text": [_words(rng, 80) for _ in range(docs // 2)]})
+        _parquet(owt / "plain_text" / f"train-0000{k}-of-00002.parquet",
+                 {"text": [_words(rng, 80) for _ in range(docs // 2)]})
     glue = root / "nyu-mll" / "glue"
     n = 16
     splits = {"sst2": ("validation",), "qnli": ("validation",), "mnli": ("validation_matched", "validation_mismatched")}
@@ -59,8 +60,10 @@ def hub_fixture(root: Path, docs: int = 300, seed: int = 0) -> dict[str, Path]:
         for split in ("train", *evals, "test"):
             lab = rng.integers(0, 3 if task == "mnli" else 2, n).tolist() if split != "test" else [-1] * n
             cols = {"sst2": {"sentence": [_words(rng, 8) for _ in range(n)]},
-                    "qnli": {"question": [_words(rng, 6) for _ in range(n)], "sentence": [_words(rng, 10) for _ in range(n)]},
-                    "mnli": {"premise": [_words(rng, 10) for _ in range(n)], "hypothesis": [_words(rng, 6) for _ in range(n)]}}[task]
+                    "qnli": {"question": [_words(rng, 6) for _ in range(n)],
+                             "sentence": [_words(rng, 10) for _ in range(n)]},
+                    "mnli": {"premise": [_words(rng, 10) for _ in range(n)],
+                             "hypothesis": [_words(rng, 6) for _ in range(n)]}}[task]
             _parquet(glue / task / f"{split}-00000-of-00001.parquet", dict(cols, label=lab, idx=list(range(n))))
     return {"local_wikitext103": wiki, "local_pubmed": pubmed, "local_openwebtext": owt, "local_glue": glue}
 
@@ -92,13 +95,16 @@ def rehearsal_config(run: Run, exact: bool, lm_dirs: dict, glue_dir: Path):
     if run.kind == "lm":
         tok = c["tokenizer"] if exact else "bytes"
         return TrainConfig(**dict(c, **SHRUNK, **small, tokenizer=tok, seed=0, max_steps=REHEARSAL_STEPS, grad_accum=1,
-                                  eval_every=0, eval_batches=1, warmup_steps=1, device="cpu", ckpt_every=REHEARSAL_STEPS))
+                                  eval_every=0, eval_batches=1, warmup_steps=1, device="cpu",
+                                  ckpt_every=REHEARSAL_STEPS))
     if run.kind == "mqar":
         return MQARTrainConfig(**dict(c, **({} if exact else dict(d_model=32, vocab_size=64)), steps=REHEARSAL_STEPS,
-                                      eval_every=REHEARSAL_STEPS, n_test=8, batch_size=SHRUNK["batch_size"], lrs=c["lrs"][:1],
+                                      eval_every=REHEARSAL_STEPS, n_test=8, batch_size=SHRUNK["batch_size"],
+                                      lrs=c["lrs"][:1],
                                       device="cpu"))
     lm = c.pop("lm_run", None)
-    over = dict(preset=c["preset"], corpus=c["corpus"], tokenizer=c["tokenizer"] if exact else "bytes") if lm is None else {}
+    over = {} if lm is not None else dict(preset=c["preset"], corpus=c["corpus"],
+                                              tokenizer=c["tokenizer"] if exact else "bytes")
     return GlueConfig(**dict(c, **over, run=str(lm_dirs[lm]) if lm else None, max_train=SHRUNK["batch_size"],
                              max_eval=SHRUNK["batch_size"], epochs=1, batch_size=SHRUNK["batch_size"],
                              max_len=SHRUNK["seq_len"], glue_dir=str(glue_dir), device="cpu"))
@@ -126,7 +132,7 @@ def gpt2_stand_in():
                          fingerprint="stand-in")
 
 def _gpt2_for_rehearsal(log):
-    "GPT-2's tokenizer as the user's settings give it (gpt2_dir, or tiktoken's cache under data_dir), else the stand-in."
+    "GPT-2's tokenizer as the user's settings give it (gpt2_dir, or tiktoken's cache in data_dir), else the stand-in."
     from coupled_qk.tokens import gpt2_tokenizer
     from coupled_qk.documents import DataError
     try:
@@ -136,7 +142,8 @@ def _gpt2_for_rehearsal(log):
             "tokenizer of GPT-2's vocabulary size (50,257 tokens), so every model shape is still exact")
         return gpt2_stand_in()
 
-def rehearse(scale: str = "paper", artifacts=None, exact: bool = True, log=print, workdir: Path | None = None) -> list[str]:
+def rehearse(scale: str = "paper", artifacts=None, exact: bool = True, log=print,
+             workdir: Path | None = None) -> list[str]:
     """Build every distinct configuration of `artifacts` at `scale` and train it for 2 optimizer steps on CPU, on
     hub-layout fixture data read through the real local-copy readers (every GLUE head takes one step from its
     rehearsed LM run). Nothing of the user's data or runs is touched: it all happens in `workdir` (a temporary
@@ -174,7 +181,8 @@ def rehearse(scale: str = "paper", artifacts=None, exact: bool = True, log=print
                     else:                            # a 350M checkpoint is 4 GB: keep only what a GLUE head starts from
                         shutil.rmtree(out)
                 what = {"lm": lambda: f"{res['params']:,} params, loss {res['val_loss']:.2f}",
-                        "mqar": lambda: f"d {cfg.d_model} vocab {cfg.task_config().vocab_size}, {res['params']:,} params",
+                        "mqar": lambda: f"d {cfg.d_model} vocab {cfg.task_config().vocab_size}, "
+                                        f"{res['params']:,} params",
                         "glue": lambda: f"{res['n_train']} examples, {len(res['label_names'])}-way head, "
                                         f"{res['params']:,} params"}[r.kind]()
                 line = f"  ok {configuration(r)}: {what} ({time.perf_counter() - t:.1f} s)"

@@ -19,8 +19,9 @@ def _summary(run: Run, summaries: Path) -> dict | None:
     return read_state(p, f"restore it (git checkout -- {p}) or train its run again (reproduce without --redraw)")
 
 RESULT_KEYS = ("val_loss", "val_ppl", "test_loss", "test_ppl", "params", "coupling_params", "wall_clock_s",
-               "tokens_seen", "corpus", "corpus_fingerprint", "corpus_versions", "tokenizer", "best_lr", "test_acc", "chance",
-               "eval_acc", "majority_acc", "n_train", "n_eval", "split", "trainable_params", "test_tokens", "step_s")
+               "tokens_seen", "corpus", "corpus_fingerprint", "corpus_versions", "tokenizer", "best_lr", "test_acc",
+               "chance", "eval_acc", "majority_acc", "n_train", "n_eval", "split", "trainable_params", "test_tokens",
+               "step_s")
 
 def results(artifact: str, scale: str, budget: float = 1.0, figures_dir: Path | None = None, missing_ok: bool = False):
     "One row per run of `artifact` at `scale`: config, tags and final metrics (from the summaries)."

@@ -102,7 +102,6 @@ class ReproReport:
     overheads: list = field(default_factory=list)  # seconds per executed run spent outside training and evaluation
     train_seconds: float = 0.0
     artifact_seconds: float = 0.0
-
     @property
     def overhead_median(self) -> float | None:
         return statistics.median(self.overheads) if self.overheads else None
@@ -147,14 +146,12 @@ class _Progress:
         import torch
         dev = "cuda" if torch.cuda.is_available() else "cpu"
         self.est = {r.run_id: estimate_seconds(r, dev) for r in runs}
-        self.n, self.k, self.jobs, self.log, self.t0 = len(runs), 0, jobs, log, time.time()
-        self.done_est = 0.0
+        self.n, self.k, self.jobs, self.log, self.t0, self.done_est = len(runs), 0, jobs, log, time.time(), 0.0
     def __call__(self, run: Run, what: str, seconds: float | None = None, overhead: float | None = None):
         self.k += 1
         self.done_est += self.est.get(run.run_id, 0.0)
         left = sum(self.est.values()) - self.done_est
-        pace = (time.time() - self.t0) / self.done_est if self.done_est else 1.0
-        eta = left * pace
+        eta = left * ((time.time() - self.t0) / self.done_est if self.done_est else 1.0)
         took = f" in {seconds:.0f} s (overhead {overhead:.1f} s)" if seconds is not None else ""
         self.log(f"  [{self.k}/{self.n}] {what} {describe(run)}{took}; ETA {eta / 60:.1f} min")
 
@@ -273,7 +270,8 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
         writable_dir(runs_dir, "runs_dir")
     rep = ReproReport(scale, artifacts, skipped=unavailable(artifacts, scale))
     artifacts = [a for a in artifacts if a not in rep.skipped]
-    rep.skipped.update(prepare_corpora(scale, artifacts, budget) if not redraw else {})   # a Debian version served nowhere
+    # a Debian version that nobody serves skips the artifacts that read it
+    rep.skipped.update(prepare_corpora(scale, artifacts, budget) if not redraw else {})
     for why in rep.skipped.values():
         log(why)
     artifacts = [a for a in artifacts if a not in rep.skipped]

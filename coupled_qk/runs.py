@@ -98,7 +98,8 @@ def load_checkpoint(path: Path, device="cpu") -> dict:
         raise CheckpointError(f"{path} is not a readable checkpoint of this project ({type(e).__name__}: {why}); "
                               "delete it, or start the run afresh (resume=False)") from None
     if not isinstance(st, dict):
-        raise CheckpointError(f"{path} holds a {type(st).__name__}, not a checkpoint of this project; delete it or pick another out_dir")
+        raise CheckpointError(f"{path} holds a {type(st).__name__}, not a checkpoint of this project; "
+                              "delete it or pick another out_dir")
     return st
 
 # %% ../nbs/05a_runs.ipynb #7a0e0009
@@ -157,8 +158,9 @@ def truncate_metrics(run_dir: Path, step: int) -> None:
 
 def check_same_run(what: Path, recorded: str | None, chash: str) -> None:
     if recorded != chash:
-        raise CheckpointError(f"{what} belongs to another run (identity {str(recorded)[:12]}, this run's is {chash[:12]}: "
-                              "another config, or the same config on other data); pick another out_dir, or start afresh (resume=False)")
+        raise CheckpointError(f"{what} belongs to another run (identity {str(recorded)[:12]}, this run's is "
+                              f"{chash[:12]}: another config, or the same config on other data); pick another "
+                              "out_dir, or start afresh (resume=False)")
 
 # %% ../nbs/05a_runs.ipynb #dac1a74c
 @dataclasses.dataclass
@@ -170,19 +172,16 @@ class OpenRun:
     device: torch.device
     result: dict | None = None       # result.json of a finished run; None: the trainer trains it
     main: bool = True                # the process that writes (rank 0 under data parallelism)
-
     def fresh(self) -> None:
         "Start afresh: drop what an earlier, unfinished attempt left (metrics, result, checkpoint)."
         if self.main:
             for f in ("metrics.jsonl", "result.json", "ckpt.pt"):
                 (self.out / f).unlink(missing_ok=True)
-
     def log(self, rec: dict) -> None:
         "Append one record to metrics.jsonl."
         if self.main:
             with open(self.out / "metrics.jsonl", "a") as fh:
                 fh.write(json.dumps(rec) + "\n")
-
     def finish(self, res: dict) -> dict:
         "Add what every result records, write result.json (last, atomically), return it."
         from coupled_qk import __version__
@@ -196,7 +195,7 @@ class OpenRun:
 
 def finished_result(out: Path, chash: str) -> dict | None:
     """The result.json in `out`, checked to be this run's (a one-line CheckpointError if not); None if unfinished,
-    or if it is unreadable (torn or edited: it is removed, and the trainer finishes the run again from its checkpoint)."""
+    or unreadable (torn or edited: it is removed, and the trainer finishes the run again from its checkpoint)."""
     p = Path(out) / "result.json"
     try:
         res = read_state(p, "")

@@ -18,7 +18,7 @@ __all__ = ['SETTINGS_FILE', 'SCALES', 'SETTING_KEYS', 'UserError', 'SettingsErro
 SETTINGS_FILE = "settings.ini"
 
 class UserError(ValueError):
-    "A problem the user can fix: the message says what is wrong and what would be right (a setting, a value, a command)."
+    "A problem the user can fix: the message says what is wrong and what would be right (setting, value, command)."
 
 class SettingsError(UserError):
     "A bad settings.ini or COUPLED_QK_<KEY> value."
@@ -49,7 +49,7 @@ def check_number(field: str, value, low=None, *, above=None, high=None, integer:
     if not math.isfinite(value):
         raise ConfigError(f"{field}={value}: give a finite number", field)
     if low is not None and value < low:
-        raise ConfigError(f"{field}={value}; it must be at least {low}" if integer else f"{field}={value}; it must be >= {low}", field)
+        raise ConfigError(f"{field}={value}; it must be " + (f"at least {low}" if integer else f">= {low}"), field)
     if above is not None and not value > above:
         raise ConfigError(f"{field}={value}; it must be > {above}", field)
     if high is not None and value > high:
@@ -62,13 +62,16 @@ def config_from_parameters(cls, config: dict, names: dict | None = None):
     import dataclasses
     valid = [f.name for f in dataclasses.fields(cls)]
     if not isinstance(config, dict):
-        raise ConfigError(f"config={config!r}: give a dict of {cls.__name__} fields, e.g. -y '{{\"config\": {{...}}}}'", "config")
+        raise ConfigError(f"config={config!r}: give a dict of {cls.__name__} fields, "
+                          "e.g. -y '{\"config\": {...}}'", "config")
     unknown = sorted(set(config) - set(valid))
     if unknown:
-        raise ConfigError(f"unknown {cls.__name__} field(s) {', '.join(unknown)} in config; valid: {', '.join(valid)}", "config")
+        raise ConfigError(f"unknown {cls.__name__} field(s) {', '.join(unknown)} in config; "
+                          f"valid: {', '.join(valid)}", "config")
     beside = sorted(k for k in (names or {}) if k in valid and not k.startswith("_"))
     if beside:
-        raise ConfigError(f"{', '.join(beside)} given as notebook parameter(s); {cls.__name__} fields go inside config: "
+        raise ConfigError(f"{', '.join(beside)} given as notebook parameter(s); "
+                          f"{cls.__name__} fields go inside config: "
                           f"-y '{{\"config\": {{\"{beside[0]}\": ...}}}}'", "config")
     return cls(**config)
 
@@ -163,7 +166,8 @@ def load_settings(root: str | Path | None = None) -> Settings:
         except configparser.Error as e:         # the first bad line, by number (configparser's errors carry it)
             n = e.errors[0][0] if getattr(e, "errors", None) else getattr(e, "lineno", None)
             lines = f.read_text(errors="replace").splitlines()
-            why = {"MissingSectionHeaderError": "no [coupled_qk] line above it", "ParsingError": "not a key = value line",
+            why = {"MissingSectionHeaderError": "no [coupled_qk] line above it",
+                   "ParsingError": "not a key = value line",
                    "DuplicateOptionError": "a setting given twice"}.get(type(e).__name__, str(e).splitlines()[0])
             where = f"{f}, line {n}: {lines[n - 1].strip()!r}" if n and n <= len(lines) else str(f)
             raise SettingsError(f"{where} is not a valid settings file line ({why}); expected a [coupled_qk] section "

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json, os, re
 from dataclasses import dataclass, field
 from pathlib import Path
-
 import numpy as np
-
 from .settings import load_settings, ConfigError
 from .provenance import (StateError, atomic_write, read_state, remove_stale_temporaries, replacing,
                                    undo_on_failure)
@@ -63,7 +61,8 @@ def gpt2_tokenizer(folder: str | Path | None = None) -> TextTokenizer:
     tiktoken's `gpt2` encoding, cached under data_dir/tiktoken (downloaded once, with a network)."""
     folder = folder or load_settings().gpt2_dir
     folder = Path(folder) if folder else None
-    tk, vj, mg = ((folder / f for f in ("r50k_base.tiktoken", "vocab.json", "merges.txt")) if folder else (Path("-"),) * 3)
+    names = ("r50k_base.tiktoken", "vocab.json", "merges.txt")
+    tk, vj, mg = (folder / f for f in names) if folder else (Path("-"),) * 3
     if tk.is_file():
         import tiktoken
         from tiktoken.load import load_tiktoken_bpe
@@ -104,9 +103,10 @@ def _tiktoken_gpt2():
         try:
             return tiktoken.get_encoding("gpt2")
         except Exception as e:              # offline: requests' ConnectionError; a bad download: its hash check
-            raise DataError(f"GPT-2 tokenizer: tiktoken could not fetch its gpt2 files into {cache} ({type(e).__name__}: "
-                            "no network?); set gpt2_dir in settings.ini or COUPLED_QK_GPT2_DIR to a folder holding "
-                            "r50k_base.tiktoken (or vocab.json + merges.txt), or use the tokenizer bpe-8192 or bytes") from None
+            raise DataError(f"GPT-2 tokenizer: tiktoken could not fetch its gpt2 files into {cache} "
+                            f"({type(e).__name__}: no network?); set gpt2_dir in settings.ini or COUPLED_QK_GPT2_DIR "
+                            "to a folder holding r50k_base.tiktoken (or vocab.json + merges.txt), or use the tokenizer "
+                            "bpe-8192 or bytes") from None
         finally:
             os.environ.pop("TIKTOKEN_CACHE_DIR") if before is None else os.environ.update(TIKTOKEN_CACHE_DIR=before)
 
@@ -232,7 +232,8 @@ def eval_batches(tokens: np.ndarray, batch_size: int, seq_len: int, max_batches:
     for i, b in enumerate(range(0, n, batch_size)):
         if max_batches is not None and i >= max_batches:
             return
-        rows = [np.asarray(tokens[s * seq_len:s * seq_len + seq_len + 1], dtype=np.int64) for s in range(b, min(b + batch_size, n))]
+        rows = [np.asarray(tokens[s * seq_len:s * seq_len + seq_len + 1], dtype=np.int64)
+                for s in range(b, min(b + batch_size, n))]
         w = torch.from_numpy(np.stack(rows))
         yield w[:, :-1], w[:, 1:]
 

@@ -88,7 +88,6 @@ class TrainConfig:
     compile: bool = False              # torch.compile the model
     log_every: int = 10                # steps between metrics records
     ckpt_every: int = 100              # steps between checkpoints
-
     def __post_init__(self):
         check_fields(self)                   # kinds and finite numbers first: the checks below compare numbers
         check_choice("model preset", self.preset, tuple(PRESETS))
@@ -130,24 +129,19 @@ class TrainConfig:
             self.model_config(vocab_size=8)                    # shape errors now, not after loading data
         except ValueError as e:
             raise ConfigError(str(e)) from None
-
     def model_overrides(self) -> dict:
         return {k: getattr(self, k) for k in MODEL_OVERRIDES if getattr(self, k) is not None}
-
     def model_config(self, vocab_size: int) -> GPTConfig:
         "The GPTConfig of this run, with the tokenizer's vocabulary."
         return model_config(self.preset, self.variant, vocab_size=vocab_size, **self.model_overrides())
-
     @property
     def block_size(self) -> int: return self.seq_len or PRESETS[self.preset].seq_len
-
     def total_steps(self, world_size: int = 1) -> int:
         "Optimiser steps of the budget."
         if self.max_steps is not None:
             return self.max_steps
         per_step = world_size * self.batch_size * self.grad_accum * self.block_size
         return max(1, math.ceil(self.max_tokens / per_step))
-
     def data_identity(self) -> dict:
         "What this run's token ids depend on besides the config: the corpus's and the tokenizer's fingerprints."
         return data_identity(self.corpus, self.tokenizer)

@@ -22,6 +22,7 @@ PY=python3
 if [ -x .venv/bin/python ]; then
     PY=.venv/bin/python
 fi
+CLI='import sys; from coupled_qk.cli import main; sys.exit(main(sys.argv[1:]))'   # "$PY" -c "$CLI" COMMAND ...
 if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
     echo "gpu_check: no CUDA device on this machine; nothing to check"
     exit 0
@@ -40,7 +41,7 @@ train_check() {   # one compiled `coupled-qk train` per variant, in sequence, un
             break
         fi
         # pystdlib: the interpreter's own library, the one embedded corpus a bare machine always has
-        timeout "$left" "$PY" -c 'import sys; from coupled_qk.cli import main; sys.exit(main(["train", *sys.argv[1:]]))' \
+        timeout "$left" "$PY" -c "$CLI" train \
             --preset smoke --variant "$v" --corpus pystdlib --compile --max-steps "$steps" --batch-size "$batch" \
             --warmup-steps 10 --log-every $((steps / 4)) --eval-every 0 --eval-batches 1 --ckpt-every 100000 \
             --device "${TRAIN_DEVICE:-cuda}" --quiet --overwrite --out "$OUT/train/$v" > "$OUT/train-$v.log" 2>&1
@@ -63,10 +64,11 @@ run = Path(os.environ["RUN"])
 recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
 recs = [r for r in recs if r.get("tokens_per_s") is not None]
 a, b = recs[1], recs[-1]
+rate = (b["tokens"] - a["tokens"]) / (b["elapsed"] - a["elapsed"])
 cfg = json.loads((run / "result.json").read_text())["config"]
 row = dict(shape=cfg["preset"], variant=cfg["variant"], mode=os.environ["MODE"], batch=cfg["batch_size"],
-           steps=b["step"] - a["step"], tokens_per_s=round((b["tokens"] - a["tokens"]) / (b["elapsed"] - a["elapsed"]), 1),
-           compile_s=round(a["elapsed"] - a["tokens"] / ((b["tokens"] - a["tokens"]) / (b["elapsed"] - a["elapsed"])), 2))
+           steps=b["step"] - a["step"], tokens_per_s=round(rate, 1),
+           compile_s=round(a["elapsed"] - a["tokens"] / rate, 2))
 new = not Path(os.environ["CSV"]).is_file()
 with open(os.environ["CSV"], "a", newline="") as fh:
     w = csv.DictWriter(fh, fieldnames=list(row))
@@ -191,8 +193,9 @@ fi
 bench() {   # bench <seconds> <out> <args...>
     local limit=$1 out=$2
     shift 2
-    timeout "$limit" "$PY" -c 'import sys; from coupled_qk.cli import main; sys.exit(main(["bench", *sys.argv[1:]]))' \
-        --device cuda --shapes paper-60m --quiet --out "$out" "$@" > "$out.log" 2>&1 || { status=1; tail -20 "$out.log"; }
+    timeout "$limit" "$PY" -c "$CLI" bench \
+        --device cuda --shapes paper-60m --quiet --out "$out" "$@" > "$out.log" 2>&1 \
+        || { status=1; tail -20 "$out.log"; }
 }
 echo "== 2. benchmark, paper-60m, bf16 (every variant)"
 bench 140 "$OUT/bf16" --modes bf16 --repeats 2 --warmup 3 --steps 10
@@ -221,7 +224,8 @@ for mode in ("bf16", "compile"):
     f = out / mode / "summary.csv"
     if f.is_file():
         b = pd.read_csv(f).set_index("variant")
-        parts.append(b[["tokens_per_s", "tokens_per_s_ratio", "flop_limit", "of_limit", "peak_mem_ratio", "target"]].add_prefix(f"{mode} "))
+        cols = ["tokens_per_s", "tokens_per_s_ratio", "flop_limit", "of_limit", "peak_mem_ratio", "target"]
+        parts.append(b[cols].add_prefix(f"{mode} "))
 f = out / "throughput.csv"
 if f.is_file():
     t = pd.read_csv(f).set_index("variant")

@@ -54,13 +54,14 @@ def main() -> int:
         for run in the_pair(a.scale):
             committed = summaries / f"{run.run_id}.json"
             if not committed.is_file():
-                print(f"thread_check: no committed summary {committed}; run `coupled-qk reproduce main_table --scale {a.scale}` first")
+                print(f"thread_check: no committed summary {committed}; "
+                      f"run `coupled-qk reproduce main_table --scale {a.scale}` first")
                 return 1
             old = json.loads(committed.read_text())["result"]
             out = Path(tmp) / run.run_id
             env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
-            subprocess.run([sys.executable, __file__, "--scale", a.scale, "--threads", str(a.threads), "--one", run.run_id,
-                            str(out)], check=True, env=env, cwd=ROOT)
+            subprocess.run([sys.executable, __file__, "--scale", a.scale, "--threads", str(a.threads),
+                            "--one", run.run_id, str(out)], check=True, env=env, cwd=ROOT)
             new = json.loads((out / "result.json").read_text())
             for k in ("val_ppl", "test_ppl"):
                 rows.append(dict(run_id=run.run_id, variant=run.config["variant"], seed=run.config["seed"], metric=k,
@@ -70,8 +71,9 @@ def main() -> int:
     d = ROOT / "figures" / a.scale / "reproducibility"
     d.mkdir(parents=True, exist_ok=True)
     df.to_csv(d / "threads.csv", index=False)
-    (d / "threads.md").write_text(f"Retrained with {a.threads} torch threads against the committed summaries (scale {a.scale}); "
-                                  f"rel_diff = |retrained / committed - 1|\n\n" + df.to_markdown(index=False, floatfmt=".8g") + "\n")
+    (d / "threads.md").write_text(f"Retrained with {a.threads} torch threads against the committed summaries "
+                                  f"(scale {a.scale}); rel_diff = |retrained / committed - 1|\n\n"
+                                  + df.to_markdown(index=False, floatfmt=".8g") + "\n")
     print(df.to_string(index=False))
     print(f"largest relative difference: {df.rel_diff.max():.3g}")
     return 0
