@@ -336,3 +336,26 @@ def test_committed_ladder_slope_follows_its_rows(scale):
 @pytest.mark.parametrize("scale", [s for s in _committed_scales() if (ROOT / "figures" / s / "claims" / "claims.csv").is_file()])
 def test_committed_claims_follow_their_rule(scale):
     claims_follow_their_rule(ROOT / "figures" / scale / "claims" / "claims.csv")
+
+
+def _git(*args):
+    import subprocess
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("artifact, design", [("replication", "nbs/paper/15_replication.ipynb")])
+def test_preregistered_runs_were_made_after_their_design(artifact, design):
+    """Every committed summary of a pre-registered study's runs names a clean git revision that descends from the
+    commit that added the study's design (its notebook, beside the seeds in the scales chapter and its power)."""
+    import json
+    from coupled_qk.registry import artifact_runs
+    added = _git("log", "--diff-filter=A", "--format=%H", "--", design).stdout.split()
+    if _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true" or not added:
+        pytest.skip("needs the repository's history (a full clone)")
+    runs = ROOT / "figures" / "cpu" / "runs"
+    found = [runs / f"{r.run_id}.json" for r in artifact_runs(artifact, "cpu") if (runs / f"{r.run_id}.json").is_file()]
+    assert found, f"no committed summary of {artifact}'s runs"
+    for f in found:
+        rev = json.loads(f.read_text())["result"]["git_revision"]
+        assert not rev.endswith("+dirty"), (f.name, rev)
+        assert _git("merge-base", "--is-ancestor", added[-1], rev).returncode == 0, (f.name, rev, added[-1])
