@@ -119,10 +119,11 @@ def matched_hidden(s: ScaleSpec, variant: str = "hamiltonian") -> int:
     extra = count_on_meta(cfg)[1]
     return cfg.d_ff + round(extra / (2 * cfg.d_model * cfg.n_layers))
 
-def _param_matched(s, b):
-    "Standard with the MLP widened by the coupling's parameter count, at every seed: how much of a gain is parameters."
+def _param_matched(s, b, seeds=None):
+    """Standard with the MLP widened by the coupling's parameter count, at every seed (or `seeds`): how much of a gain
+    is parameters."""
     return [lm_run(s, "standard", seed, budget=b, tags=dict(control="param_matched"), mlp_hidden=matched_hidden(s))
-            for seed in _seeds(s, "standard_matched")]
+            for seed in (_seeds(s, "standard_matched") if seeds is None else seeds)]
 def _main(s, b): return [lm_run(s, v, seed, budget=b) for v in MAIN for seed in _seeds(s, v)] + _param_matched(s, b)
 def _ablation(s, b): return [lm_run(s, v, seed, budget=b) for v in ABLATION for seed in _seeds(s, v)]
 def steps_fields(s: ScaleSpec, variant: str, n: int, settings: dict | None = None) -> dict:
@@ -290,9 +291,8 @@ def _drift(s, b):
 def _replication(s, b):
     """Secondary 1 on fresh seeds (`replication_seeds`), a study of its own: Hamiltonian and the parameter-matched
     standard, paired by seed, at the main table's settings."""
-    return [lm_run(s, "hamiltonian", seed, budget=b) for seed in s.replication_seeds] + [
-        lm_run(s, "standard", seed, budget=b, tags=dict(control="param_matched"), mlp_hidden=matched_hidden(s))
-        for seed in s.replication_seeds]
+    return ([lm_run(s, "hamiltonian", seed, budget=b) for seed in s.replication_seeds]
+            + _param_matched(s, b, s.replication_seeds))
 def _decided(s, b):
     """The runs of the pre-registered hierarchy: the main table's (the primary and secondaries 1-3) and the steps
     artifact's Hamiltonian and Euler at the step counts where they can differ (`steps_euler`, secondary 4)."""
