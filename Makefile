@@ -87,5 +87,6 @@ index: setup
 # Developer helpers: export the package from the notebooks, and clean the notebooks.
 export: setup
 	$(VENV)/bin/nbdev-export
+	$(PY) scripts/wrap_all.py coupled_qk
 clean-nbs: setup
 	$(VENV)/bin/nbdev-clean

@@ -15,9 +15,9 @@ from .integrators import FORCES, INTEGRATORS, CoupledDynamics
 from .invertible import InvertibleCoupling
 
 # %% auto #0
-__all__ = ['VARIANTS', 'COUPLED', 'INVERTIBLE', 'DIFFERENTIAL', 'POSITIONAL', 'ATTENTION', 'AttentionConfig', 'Rotary', 'attend',
-           'attention_map', 'naive_attend', 'dynamics_of', 'before_scoring', 'CausalSelfAttention', 'ProjectRecomputed',
-           'project_recomputed', 'query_blocks', 'causal_bias', 'block_map', 'DifferentialAttend',
+__all__ = ['VARIANTS', 'COUPLED', 'INVERTIBLE', 'DIFFERENTIAL', 'POSITIONAL', 'ATTENTION', 'AttentionConfig', 'Rotary',
+           'attend', 'attention_map', 'naive_attend', 'dynamics_of', 'before_scoring', 'CausalSelfAttention',
+           'ProjectRecomputed', 'project_recomputed', 'query_blocks', 'causal_bias', 'block_map', 'DifferentialAttend',
            'differential_attend', 'lambda_init', 'SubLayerNorm', 'DifferentialAttention', 'build_attention']
 
 # %% ../nbs/01_attention.ipynb #01c6ddd0

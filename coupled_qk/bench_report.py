@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # %% auto #0
-__all__ = ['SPEED_TARGET', 'MEMORY_TARGET', 'ROOFLINE_TARGET', 'COLUMNS', 'roofline_seconds', 'summarize', 'paired_intervals',
-           'target_status', 'roofline_status', 'write_bench', 'write_summary', 'summarize_raw']
+__all__ = ['SPEED_TARGET', 'MEMORY_TARGET', 'ROOFLINE_TARGET', 'COLUMNS', 'roofline_seconds', 'summarize',
+           'paired_intervals', 'target_status', 'roofline_status', 'write_bench', 'write_summary', 'summarize_raw']
 
 # %% ../nbs/12b_bench_report.ipynb #9e66d8f4
 def roofline_seconds(flops, nbytes, flop_rate, bandwidth):

@@ -14,8 +14,8 @@ from .registry import KINDS, Run, run_dir
 from .executors import Checkpointable, distributed_env
 
 # %% auto #0
-__all__ = ['EXPERIMENTS', 'glue_dir_for', 'nbs_dir', 'experiment_config', 'typed_config', 'trainer', 'train_seconds', 'RunCall',
-           'portable', 'write_summary', 'NotebookFailed', 'run_notebook']
+__all__ = ['EXPERIMENTS', 'glue_dir_for', 'nbs_dir', 'experiment_config', 'typed_config', 'trainer', 'train_seconds',
+           'RunCall', 'portable', 'write_summary', 'NotebookFailed', 'run_notebook']
 
 # %% ../nbs/09b_calls.ipynb #f5494ded
 EXPERIMENTS = {k: f"experiments/{k}.ipynb" for k in KINDS}     # the same trainers, by hand (papermill)

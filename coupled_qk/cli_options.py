@@ -11,8 +11,8 @@ from pathlib import Path
 from .settings import UserError
 
 # %% auto #0
-__all__ = ['FLAG_WORDS', 'EXPECTED', 'RESUMES', 'UsageError', 'Parser', 'field_docs', 'config_parser', 'config_from_args',
-           'field_flags', 'one_line', 'run_command', 'warn_lock_mismatch']
+__all__ = ['FLAG_WORDS', 'EXPECTED', 'RESUMES', 'UsageError', 'Parser', 'field_docs', 'config_parser',
+           'config_from_args', 'field_flags', 'one_line', 'run_command', 'warn_lock_mismatch']
 
 # %% ../nbs/11a_cli_options.ipynb #5be5c8f9
 class UsageError(UserError):

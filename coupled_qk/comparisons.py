@@ -16,10 +16,10 @@ from statsmodels.stats.multitest import multipletests
 from .power import detectable_sd_ratio, mde
 
 # %% auto #0
-__all__ = ['COMPARE_COLUMNS', 'PAIRED_COLUMNS', 'finite', 'describe', 'fmt_mean_std', 'welch', 'hedges_j', 'effect_size',
-           'hedges_g', 'relative_change_ci', 'variance_ratio_test', 'sd_ratio_test', 'holm', 'comparison_groups',
-           'compare', 'mean_test', 'paired_test', 'pair', 'compare_paired', 'steps_test', 'mcnemar',
-           'doc_bootstrap_rel_change']
+__all__ = ['COMPARE_COLUMNS', 'PAIRED_COLUMNS', 'finite', 'describe', 'fmt_mean_std', 'welch', 'hedges_j',
+           'effect_size', 'hedges_g', 'relative_change_ci', 'variance_ratio_test', 'sd_ratio_test', 'holm',
+           'comparison_groups', 'compare', 'mean_test', 'paired_test', 'pair', 'compare_paired', 'steps_test',
+           'mcnemar', 'doc_bootstrap_rel_change']
 
 # %% ../nbs/07a_comparisons.ipynb #744a14f7
 def finite(x) -> np.ndarray:

@@ -11,8 +11,8 @@ from .provenance import StateError, read_state
 from .registry import Run
 
 # %% auto #0
-__all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'ADAPT_S_PER_TOKEN', 'ADAPT_TEST_TOKENS', 'lm_macs_per_token', 'measured_throughput',
-           'estimate_seconds', 'adapt_seconds', 'recorded_seconds']
+__all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'ADAPT_S_PER_TOKEN', 'ADAPT_TEST_TOKENS', 'lm_macs_per_token',
+           'measured_throughput', 'estimate_seconds', 'adapt_seconds', 'recorded_seconds']
 
 # %% ../nbs/09b_costs.ipynb #18a5bd6d
 # Multiply-accumulates per second of one training job: on this 2-core CPU one thread per job, two jobs at

@@ -12,8 +12,8 @@ from .provenance import undo_on_failure
 from .documents import DataError, data_dir
 
 # %% auto #0
-__all__ = ['SNAPSHOT_URL', 'SNAPSHOT_TIMEOUT', 'deb_version', 'unpack_deb', 'apt_state', 'refresh_lists', 'snapshot_source',
-           'from_snapshot', 'VersionGone', 'deb_name', 'fetch_deb']
+__all__ = ['SNAPSHOT_URL', 'SNAPSHOT_TIMEOUT', 'deb_version', 'unpack_deb', 'apt_state', 'refresh_lists',
+           'snapshot_source', 'from_snapshot', 'VersionGone', 'deb_name', 'fetch_deb']
 
 # %% ../nbs/03b_debian.ipynb #deb51a05
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:

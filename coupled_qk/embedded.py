@@ -13,8 +13,8 @@ from .documents import DataError, cap_docs
 from .debian import deb_version, fetch_deb, unpack_deb
 
 # %% auto #0
-__all__ = ['CAPS', 'PINS', 'DEBMIX_PACKAGES', 'EMBEDDED', 'EmbeddedCaps', 'Pin', 'source_versions', 'prepared_versions', 'drift',
-           'embedded_packages', 'pinned_fingerprint', 'chunk_lines', 'rst_section_start', 'py_toplevel_start',
+__all__ = ['CAPS', 'PINS', 'DEBMIX_PACKAGES', 'EMBEDDED', 'EmbeddedCaps', 'Pin', 'source_versions', 'prepared_versions',
+           'drift', 'embedded_packages', 'pinned_fingerprint', 'chunk_lines', 'rst_section_start', 'py_toplevel_start',
            'build_pydocs', 'build_pystdlib', 'dictd_entries', 'fortune_cookies', 'kjv_chapters', 'build_debmix']
 
 # %% ../nbs/03b_embedded.ipynb #bb3d0317

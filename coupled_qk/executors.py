@@ -11,8 +11,9 @@ from .settings import load_settings, ConfigError, SettingsError, check_choice
 from .provenance import atomic_write, read_state
 
 # %% auto #0
-__all__ = ['EXECUTORS', 'ACTIVE', 'REFUSALS', 'slurm_parameters', 'LocalPool', 'use_squeue', 'sbatch_refusal', 'check_sbatch',
-           'SubmititPool', 'JobHandle', 'check_executor', 'make_executor', 'distributed_env', 'Checkpointable']
+__all__ = ['EXECUTORS', 'ACTIVE', 'REFUSALS', 'slurm_parameters', 'LocalPool', 'use_squeue', 'sbatch_refusal',
+           'check_sbatch', 'SubmititPool', 'JobHandle', 'check_executor', 'make_executor', 'distributed_env',
+           'Checkpointable']
 
 # %% ../nbs/09d_executors.ipynb #14ae590c
 EXECUTORS = ("local", "slurm", "submitit-local")

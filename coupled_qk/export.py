@@ -29,9 +29,9 @@ from .runs import from_record, load_checkpoint
 from .train import TrainConfig
 
 # %% auto #0
-__all__ = ['SHIM', 'RESULT_FIELDS', 'TASK_YAML', 'TASK_UTILS', 'CoupledQKConfig', 'CoupledQKForCausalLM', 'hf_tokenizer',
-           'ExportError', 'lm_run', 'load_run_model', 'model_card', 'export_run', 'scored_windows', 'local_task',
-           'harness_perplexity']
+__all__ = ['SHIM', 'RESULT_FIELDS', 'TASK_YAML', 'TASK_UTILS', 'CoupledQKConfig', 'CoupledQKForCausalLM',
+           'hf_tokenizer', 'ExportError', 'lm_run', 'load_run_model', 'model_card', 'export_run', 'scored_windows',
+           'local_task', 'harness_perplexity']
 
 # %% ../nbs/14b_export.ipynb #b7b46796
 class CoupledQKConfig(PretrainedConfig):

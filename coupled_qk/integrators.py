@@ -10,10 +10,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['INTEGRATORS', 'FORCES', 'FUSED_FORCES', 'mlp_force', 'MLPForce', 'silu_grad', 'gradient_force', 'GradientForce',
-           'per_head', 'euler', 'leapfrog', 'mlp_only', 'silu_grad2', 'mlp_parts', 'mlp_force_vjp', 'gradient_parts',
-           'gradient_force_vjp', 'FusedDynamics', 'integrate_fused', 'CoupledDynamics', 'phase_map', 'phase_jacobian',
-           'symplectic_defect', 'oscillator', 'energy', 'trajectory']
+__all__ = ['INTEGRATORS', 'FORCES', 'FUSED_FORCES', 'mlp_force', 'MLPForce', 'silu_grad', 'gradient_force',
+           'GradientForce', 'per_head', 'euler', 'leapfrog', 'mlp_only', 'silu_grad2', 'mlp_parts', 'mlp_force_vjp',
+           'gradient_parts', 'gradient_force_vjp', 'FusedDynamics', 'integrate_fused', 'CoupledDynamics', 'phase_map',
+           'phase_jacobian', 'symplectic_defect', 'oscillator', 'energy', 'trajectory']
 
 # %% ../nbs/00_integrators.ipynb #0c20a041
 def _stacked(n_heads: int, shared: bool, *shape: int) -> nn.Parameter:

@@ -16,8 +16,8 @@ from torch import Tensor, nn
 from .attention import DIFFERENTIAL, VARIANTS, AttentionConfig, build_attention
 
 # %% auto #0
-__all__ = ['INITS', 'PRESETS', 'NOMINAL_PARAMS', 'PAPER_OVERHEAD_PCT', 'PAPER_INVERTIBLE_OVERHEAD_PCT', 'GPTConfig', 'MLP',
-           'Block', 'name_seed', 'seeded', 'GPT', 'n_params', 'coupling_params', 'dt_per_head', 'model_config',
+__all__ = ['INITS', 'PRESETS', 'NOMINAL_PARAMS', 'PAPER_OVERHEAD_PCT', 'PAPER_INVERTIBLE_OVERHEAD_PCT', 'GPTConfig',
+           'MLP', 'Block', 'name_seed', 'seeded', 'GPT', 'n_params', 'coupling_params', 'dt_per_head', 'model_config',
            'count_on_meta', 'parameter_table']
 
 # %% ../nbs/02_model.ipynb #e35c2ee6

@@ -20,8 +20,8 @@ from .optim import cosine_lr, make_optimizer
 from .runs import OpenRun, open_run
 
 # %% auto #0
-__all__ = ['ZOOLOGY_LRS', 'TARGETS', 'MQARTrainConfig', 'mqar_test_set', 'mqar_batches', 'mqar_eval', 'steps_to', 'train_mqar_lr',
-           'train_mqar']
+__all__ = ['ZOOLOGY_LRS', 'TARGETS', 'MQARTrainConfig', 'mqar_test_set', 'mqar_batches', 'mqar_eval', 'steps_to',
+           'train_mqar_lr', 'train_mqar']
 
 # %% ../nbs/04b_mqar_train.ipynb #27999699
 ZOOLOGY_LRS = (1e-4, 4.6e-4, 2.2e-3, 1e-2)       # np.logspace(-4, -2, 4), Zoology's MQAR sweep

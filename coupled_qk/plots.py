@@ -14,8 +14,8 @@ from .attention import VARIANTS
 from .comparisons import pair, paired_test
 
 # %% auto #0
-__all__ = ['CONTROLS', 'PALETTE', 'LABELS', 'set_style', 'variant_order', 'run_versions', 'ArtifactWriter', 'curve_plot',
-           'bar_plot', 'paired_plot']
+__all__ = ['CONTROLS', 'PALETTE', 'LABELS', 'set_style', 'variant_order', 'run_versions', 'ArtifactWriter',
+           'curve_plot', 'bar_plot', 'paired_plot']
 
 # %% ../nbs/08_plots.ipynb #387aeb8c
 CONTROLS = ("standard_matched",)   # standard with the MLP widened by the coupling's parameters (the registry's control)

@@ -12,9 +12,10 @@ from .settings import load_settings, UserError
 from .scales import ScaleSpec, scale_spec
 
 # %% auto #0
-__all__ = ['KINDS', 'ADAPT_DEFAULT_LR', 'PRIMARY', 'SECONDARY', 'MAIN', 'ABLATION', 'SCALING', 'LADDER', 'MQAR_VARIANTS',
-           'ADAPT_ROLES', 'ARTIFACTS', 'DEFAULT_ARTIFACTS', 'Run', 'lm_run', 'mqar_run', 'glue_run', 'adapt_run',
-           'matched_hidden', 'steps_fields', 'ladder_sizes', 'Artifact', 'artifact_runs', 'plan', 'run_dir', 'is_done']
+__all__ = ['KINDS', 'ADAPT_DEFAULT_LR', 'PRIMARY', 'SECONDARY', 'MAIN', 'ABLATION', 'SCALING', 'LADDER',
+           'MQAR_VARIANTS', 'ADAPT_ROLES', 'ARTIFACTS', 'DEFAULT_ARTIFACTS', 'Run', 'lm_run', 'mqar_run', 'glue_run',
+           'adapt_run', 'matched_hidden', 'steps_fields', 'ladder_sizes', 'Artifact', 'artifact_runs', 'plan',
+           'run_dir', 'is_done']
 
 # %% ../nbs/09a_registry.ipynb #5e29fe82
 KINDS = ("lm", "mqar", "glue", "adapt")

@@ -10,9 +10,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['SETTINGS_FILE', 'SCALES', 'SETTING_KEYS', 'UserError', 'SettingsError', 'ConfigError', 'check_choice', 'check_number',
-           'config_from_parameters', 'check_fields', 'project_root', 'Settings', 'writable_dir', 'load_settings',
-           'resolve_device']
+__all__ = ['SETTINGS_FILE', 'SCALES', 'SETTING_KEYS', 'UserError', 'SettingsError', 'ConfigError', 'check_choice',
+           'check_number', 'config_from_parameters', 'check_fields', 'project_root', 'Settings', 'writable_dir',
+           'load_settings', 'resolve_device']
 
 # %% ../nbs/10_settings.ipynb #03a64bcc
 SETTINGS_FILE = "settings.ini"

@@ -16,9 +16,9 @@ from .documents import SPLITS, DataError, data_dir, file_sha256
 from .corpora import CORPORA, Corpus, load_corpus, warn
 
 # %% auto #0
-__all__ = ['EOT', 'R50K_PATTERN', 'GPT2_VOCAB', 'TOKENIZERS', 'BPE_MAX', 'check_tokenizer', 'TextTokenizer', 'gpt2_tokenizer',
-           'byte_tokenizer', 'bpe_tokenizer', 'get_tokenizer', 'token_cache', 'cache_mismatch', 'get_batch',
-           'eval_batches', 'eval_tokens']
+__all__ = ['EOT', 'R50K_PATTERN', 'GPT2_VOCAB', 'TOKENIZERS', 'BPE_MAX', 'check_tokenizer', 'TextTokenizer',
+           'gpt2_tokenizer', 'byte_tokenizer', 'bpe_tokenizer', 'get_tokenizer', 'token_cache', 'cache_mismatch',
+           'get_batch', 'eval_batches', 'eval_tokens']
 
 # %% ../nbs/03d_tokens.ipynb #f8876b9c
 EOT = "<|endoftext|>"

@@ -28,9 +28,9 @@ from .distributed import Dist, init_dist, all_sum, rank_batch
 from .evaluation import autocast, evaluate, score_documents
 
 # %% auto #0
-__all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'TEST_SCORING', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS', 'TrainConfig',
-           'data_identity', 'lr_at', 'TrainingDiverged', 'check_split_sizes', 'train', 'setup', 'restore', 'train_step',
-           'test_pass', 'result', 'save_state', 'forwards', 'log_step']
+__all__ = ['DEFAULT_TOKENIZER', 'DTYPES', 'TEST_SCORING', 'MODEL_OVERRIDES', 'PRESET_BUDGETS', 'PAPER_TOKENS',
+           'TrainConfig', 'data_identity', 'lr_at', 'TrainingDiverged', 'check_split_sizes', 'train', 'setup',
+           'restore', 'train_step', 'test_pass', 'result', 'save_state', 'forwards', 'log_step']
 
 # %% ../nbs/05_train.ipynb #f5b8d07a
 DEFAULT_TOKENIZER = {"smoke": "bytes", "cpu": "bpe-1024", "small": "bpe-4096"}      # others (the paper presets): gpt2

@@ -29,6 +29,7 @@ def test_export_in_sync(tmp_path):
     for p in (tmp_path / "coupled_qk").glob("*.py"):
         if p.name != "__init__.py": p.unlink()  # export must recreate every module
     subprocess.run([BIN / "nbdev-export"], cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run([sys.executable, ROOT / "scripts/wrap_all.py", "coupled_qk"], cwd=tmp_path, check=True)
     fresh, committed = _tree(tmp_path / "coupled_qk", "*.py"), _tree(ROOT / "coupled_qk", "*.py")
     stale = sorted(k for k in set(fresh) | set(committed) if fresh.get(k) != committed.get(k))
     assert not stale, f"coupled_qk/ is out of sync with nbs/ in {stale}: run `make export` and commit"
@@ -52,8 +53,9 @@ def test_ci_runs_readme_test_command():
 
 
 def test_ruff_clean():
-    "The exported package passes the project's ruff rules (pyproject.toml [tool.ruff]): fix them in the notebooks."
-    r = subprocess.run([BIN / "ruff", "check", "--output-format", "concise", "coupled_qk"], cwd=ROOT,
+    """The exported package and scripts/ pass the project's ruff rules (pyproject.toml [tool.ruff]), lines of 120 at most
+    included: fix them in the notebooks."""
+    r = subprocess.run([BIN / "ruff", "check", "--output-format", "concise", "coupled_qk", "scripts"], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-1000:]
 
