@@ -6,13 +6,14 @@ multiply-accumulates or a GPU's measured tokens/s, or read from its committed su
 # %% ../nbs/09b_costs.ipynb #09bco003
 from __future__ import annotations
 from pathlib import Path
+import numpy as np
 from .settings import load_settings, UserError
 from .provenance import StateError, read_state
 from .registry import Run
 
 # %% auto #0
 __all__ = ['MACS_PER_S', 'RUN_OVERHEAD_S', 'ADAPT_S_PER_TOKEN', 'ADAPT_TEST_TOKENS', 'lm_macs_per_token',
-           'measured_throughput', 'estimate_seconds', 'adapt_seconds', 'recorded_seconds']
+           'measured_throughput', 'estimate_seconds', 'adapt_seconds', 'recorded_seconds', 'shape_of', 'timed_ratios']
 
 # %% ../nbs/09b_costs.ipynb #18a5bd6d
 # Multiply-accumulates per second of one training job: on this 2-core CPU one thread per job, two jobs at
@@ -100,3 +101,22 @@ def recorded_seconds(run: Run, summaries: Path) -> float | None:
     except (StateError, KeyError, TypeError):
         return None
     return float(res["wall_clock_s"]) + float(res.get("eval_s") or 0) if res.get("wall_clock_s") else None
+
+def shape_of(c: dict) -> tuple:
+    """What sets how far an LM run's seconds stray from its modelled MACs: preset, width, depth, heads and batch (the
+    variant's extra MACs are in the model; at the main size its variants strayed alike, 0.62 to 0.71)."""
+    return tuple(c.get(k) for k in ("preset", "d_model", "n_layers", "n_heads", "batch_size"))
+
+def timed_ratios(summaries: Path) -> dict:
+    """Shape (`shape_of`) -> the median of measured over modelled seconds of its committed LM summaries. MACS_PER_S
+    is one rate for every size; the ladder's sizes ran at 0.5 to 1.3 times it, so a dry run corrects the modelled
+    estimate of a run not made yet by the runs of its shape that were timed."""
+    ratios = {}
+    for p in Path(summaries).glob("lm-*.json"):
+        try:
+            d = read_state(p, "")
+            c, secs = d["config"], float(d["result"]["wall_clock_s"]) + float(d["result"].get("eval_s") or 0)
+        except (StateError, KeyError, TypeError, ValueError):
+            continue
+        ratios.setdefault(shape_of(c), []).append(secs / estimate_seconds(Run("lm", c)))
+    return {k: float(np.median(v)) for k, v in ratios.items()}

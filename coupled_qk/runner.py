@@ -14,7 +14,8 @@ from .provenance import StateError, read_state
 from .scales import SCALE_SPECS, scale_spec
 from .registry import ARTIFACTS, DEFAULT_ARTIFACTS, KINDS, Run, artifact_runs, is_done, plan, run_dir
 from .executors import check_executor, make_executor
-from .costs import MACS_PER_S, estimate_seconds, measured_throughput, recorded_seconds
+from .costs import (MACS_PER_S, estimate_seconds, measured_throughput, recorded_seconds, shape_of,
+                              timed_ratios)
 from .calls import RunCall, glue_dir_for, nbs_dir, run_notebook, typed_config, write_summary
 
 # %% auto #0
@@ -300,7 +301,8 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
 def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type: str, jobs: int = 1,
                figures_dir: Path | None = None, reuse_committed: bool = False):
     """The plan, what is done, and its estimated cost (in GPU-hours at the paper scale, with a warning on a CPU). On
-    a CPU, a run with a committed summary costs what it took then; the others are modelled. `reuse_committed`: a run
+    a CPU, a run with a committed summary costs what it took then; the others are modelled, and scaled by the timed
+    runs of their shape where there are some (`timed_ratios`). `reuse_committed`: a run
     with a committed summary is done, as `reproduce --reuse-committed` counts it."""
     summaries = Path(figures_dir or load_settings().figures_dir) / scale / "runs"
     committed = lambda r: reuse_committed and (summaries / f"{r.run_id}.json").is_file()
@@ -309,7 +311,11 @@ def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type
     todo = [r for r in runs if not is_over(r)]
     measured = measured_throughput()
     recorded = {r.run_id: recorded_seconds(r, summaries) for r in todo} if device_type == "cpu" else {}
-    est = sum(recorded.get(r.run_id) or estimate_seconds(r, device_type, measured) for r in todo)
+    ratio = timed_ratios(summaries) if device_type == "cpu" else {}
+    scaled = {r.run_id: ratio[shape_of(r.config)] for r in todo if r.kind == "lm" and shape_of(r.config) in ratio
+              and not recorded.get(r.run_id)}
+    est = sum(recorded.get(r.run_id) or estimate_seconds(r, device_type, measured) * scaled.get(r.run_id, 1)
+              for r in todo)
     n_rec = sum(v is not None for v in recorded.values())
     print(f"scale {scale} ({scale_spec(scale).note}); budget ×{budget:g}; device {device_type}")
     for a in artifacts:
@@ -331,9 +337,9 @@ def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type
               "--rehearse")
     else:
         print(f"estimated training time: {est / 60:.0f} min of one {device_type} job, about {est / 60 / jobs:.0f} min "
-              "at "
-              f"--jobs {jobs} ({n_rec} of {len(todo)} runs at the wall-clock their committed summaries recorded, the "
-              f"rest modelled), plus about {len(artifacts) * 25 / 60 / jobs:.0f} min for the artifact notebooks")
+              f"at --jobs {jobs} ({n_rec} of {len(todo)} runs at the wall-clock their committed summaries recorded, "
+              f"{len(scaled)} modelled and scaled by the timed runs of their shape, the rest modelled), plus about "
+              f"{len(artifacts) * 25 / 60 / jobs:.0f} min for the artifact notebooks")
 
 def drift_lines(scale: str) -> list[str]:
     "One line per embedded corpus of `scale` whose prepared text differs from the pinned one the figures used."
