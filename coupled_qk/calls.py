@@ -11,7 +11,7 @@ from pathlib import Path
 from .settings import load_settings, UserError
 from .provenance import atomic_write, read_state
 from .registry import KINDS, Run, run_dir
-from .executors import Checkpointable, distributed_env
+from .executors import Checkpointable, distributed_env, shield_requeue
 
 # %% auto #0
 __all__ = ['EXPERIMENTS', 'glue_dir_for', 'nbs_dir', 'experiment_config', 'typed_config', 'trainer', 'train_seconds',
@@ -83,6 +83,7 @@ class RunCall(Checkpointable):
         from filelock import FileLock
         t0 = time.perf_counter()
         distributed_env()
+        shield_requeue()
         out = Path(self.out)
         if int(os.environ.get("RANK", "0")) > 0:          # another rank of a data-parallel run: train, report nothing
             trainer(self.kind)(self.config, out, quiet=True)

@@ -13,7 +13,7 @@ from .provenance import atomic_write, read_state
 # %% auto #0
 __all__ = ['EXECUTORS', 'ACTIVE', 'REFUSALS', 'slurm_parameters', 'LocalPool', 'use_squeue', 'sbatch_refusal',
            'check_sbatch', 'SubmititPool', 'JobHandle', 'check_executor', 'make_executor', 'distributed_env',
-           'Checkpointable']
+           'shield_requeue', 'Checkpointable']
 
 # %% ../nbs/09d_executors.ipynb #14ae590c
 EXECUTORS = ("local", "slurm", "submitit-local")
@@ -243,9 +243,27 @@ def distributed_env() -> None:
     if env.num_tasks > 1 and "RANK" not in os.environ:
         submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
 
+def _requeue_ignoring_sigterm(env, countdown: int) -> None:
+    "submitit's `scontrol requeue` (its `SlurmJobEnvironment._requeue`), with SIGTERM ignored in scontrol."
+    import signal, subprocess
+    from submitit.core import logger
+    subprocess.check_call(["scontrol", "requeue", env.job_id], timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    logger.get_logger().info(f"Requeued job {env.job_id} ({countdown} remaining timeouts)")
+
+def shield_requeue() -> None:
+    """In a Slurm job, have submitit run `scontrol requeue` with SIGTERM ignored. The requeue signals every process
+    of the job at once, scontrol among them while it exits: killed so, it made submitit record the job, requeued all
+    the same, as failed (seen on a loaded machine), and the run's result was read before its next attempt."""
+    if os.environ.get("SUBMITIT_EXECUTOR") != "slurm":
+        return
+    from submitit.slurm.slurm import SlurmJobEnvironment
+    SlurmJobEnvironment._requeue = _requeue_ignoring_sigterm
+
 class Checkpointable:
     """submitit's checkpoint protocol: on a timeout or preemption the job is requeued with the same call, and the
     call resumes from the run's last checkpoint (the trainer's exact resume)."""
     def checkpoint(self, *args, **kwargs):
         from submitit.helpers import DelayedSubmission
         return DelayedSubmission(self, *args, **kwargs)
+
