@@ -1,6 +1,8 @@
 import os
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 os.environ.setdefault("MPLBACKEND", "Agg")  # notebooks draw figures; no screen in CI
@@ -15,6 +17,27 @@ for _key, _sub in (("COUPLED_QK_GPT2_DIR", "gpt2"), ("COUPLED_QK_SHARED_DATA_DIR
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+# Tests that share one resource run on one worker: test_docs.py's tests read one build of the site, and
+# test_slurm.py's tests share one cluster. pytest-xdist's own `xdist_group` mark renames a test's node id, which
+# pytest 9 no longer reads (the mark was silently ignored: the site built twice and two clusters ran side by side),
+# so `--dist loadgroup` groups these files here, through xdist's scheduler hook.
+ONE_WORKER = ("tests/test_docs.py", "tests/test_slurm.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroups(LoadScopeScheduling):
+        "xdist's load-by-scope scheduling, where a scope is a file of ONE_WORKER or else a single test."
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path in ONE_WORKER else nodeid
+    return FileGroups(config, log)
+
 
 _EXIT = {}
 

@@ -14,7 +14,6 @@ from bs4 import BeautifulSoup
 from conftest import ROOT
 
 MATHJAX = "_static/tex-svg-full.js"
-pytestmark = pytest.mark.xdist_group("docs")   # one worker builds the site once for every test here (make test)
 
 
 def _remote(url: str) -> bool:

@@ -88,3 +88,19 @@ def test_smoke_figures_stay_out_of_the_tree():
     ignored = lambda p: subprocess.run(["git", "check-ignore", "-q", p], cwd=ROOT).returncode == 0
     assert ignored("figures/smoke/main_table/main_table.png") and not ignored("figures/smoke/runs/lm-0.json")
     assert not ignored("figures/cpu/main_table/main_table.png") and not ignored("figures/cpu/runs/lm-0.json")
+
+
+def test_grouped_files_run_on_one_worker(tmp_path):
+    "Under `make test`'s `--dist loadgroup`, every test of a conftest.ONE_WORKER file runs on one worker, the rest on both."
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "tests")
+    body = ("import os, pytest\n@pytest.mark.parametrize('i', range(6))\ndef test_it(i, tmp_path_factory):\n"
+            "    open(os.path.join({out!r}, f'{name}-{{i}}'), 'w').write(os.environ['PYTEST_XDIST_WORKER'])\n")
+    for name in ("test_slurm", "test_other"):
+        (tmp_path / "tests" / f"{name}.py").write_text(body.format(out=str(tmp_path), name=name))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
+                        "tests"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    workers = {name: {f.read_text() for f in tmp_path.glob(f"{name}-*")} for name in ("test_slurm", "test_other")}
+    assert len(workers["test_slurm"]) == 1 and workers["test_slurm"] | workers["test_other"] == {"gw0", "gw1"}, workers

@@ -24,8 +24,7 @@ CLI = [str(Path(sys.executable).with_name("coupled-qk"))]
 SMALL = dict(COUPLED_QK_SLURM_GPUS_PER_RUN="0", COUPLED_QK_SLURM_CPUS_PER_RUN="1", COUPLED_QK_SLURM_MEM_GB="1",
              COUPLED_QK_SLURM_TIME_MIN="10", OMP_NUM_THREADS="1")
 
-# One cluster per test run: under pytest-xdist every Slurm test runs on the one worker that started it.
-pytestmark = pytest.mark.xdist_group("slurm")
+# One cluster per test run: under pytest-xdist every Slurm test runs on one worker (conftest.ONE_WORKER).
 
 
 def _sh(*cmd, check=True, timeout=120) -> subprocess.CompletedProcess:
