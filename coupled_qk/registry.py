@@ -187,7 +187,8 @@ def _scaling(s, b):
     at every size of `sizes` on the same tokens, so the larger models are the more under-trained. The compute-matched
     ladder (`ladder`): every size at the main size's tokens per parameter; stage `lr` brackets each variant's lr per
     size on selection seeds, `pilot` trains the largest size's pilot pairs at the chosen lrs, `eval` the design's
-    evaluation seeds (the main size's are the main table's runs, sized by their own pre-registration)."""
+    evaluation seeds (the main size's are the main table's runs, sized by their own pre-registration). A variant's
+    pilot and evaluation runs are planned once its lr is chosen at that size."""
     fixed = [lm_run(s, v, seed, preset=p, budget=b, tags=dict(size=label, stage="fixed_tokens"), **ov)
              for label, p, ov in s.sizes for v in SCALING for seed in s.seeds]
     if not s.ladder:
@@ -201,13 +202,14 @@ def _scaling(s, b):
         size = dict(budget=b) if not ov else dict(tokens_mult=steps / lm_run(s, v, 0).config["max_steps"],
                                                   warmup_steps=warm, **ov)
         return lm_run(s, v, seed, tags=dict(size=lab, stage=stage), **size, **({} if lr is None else dict(lr=lr)))
-    chosen = lambda lab, v: lad["chosen"][lab][v]
+    chosen = lad.get("chosen", {})        # size -> variant -> lr; a variant's pilot and evaluation wait for its choice
+    picked = lambda lab: [v for v in variants(lab) if not sizes[lab][0] or v in chosen.get(lab, {})]
     lr = [run(lab, v, seed, "lr", x) for lab, (ov, *_) in sizes.items() if ov for v in variants(lab)
           for x in (*lad["lrs"], *lad.get("widen", {}).get((lab, v), ())) for seed in lad["seeds"]]
-    pilot = [run(largest, v, seed, "pilot", chosen(largest, v)) for v in variants(largest)
-             for seed in lad["pilot_seeds"]] if largest in lad.get("chosen", {}) else []
-    ev = [run(lab, v, seed, "eval", chosen(lab, v) if sizes[lab][0] else None) for lab, seeds in
-          lad.get("eval_seeds", {}).items() for v in variants(lab) for seed in seeds]
+    pilot = [run(largest, v, seed, "pilot", chosen[largest][v]) for v in variants(largest)
+             if v in chosen.get(largest, {}) for seed in lad["pilot_seeds"]]
+    ev = [run(lab, v, seed, "eval", chosen[lab][v] if sizes[lab][0] else None) for lab, seeds in
+          lad.get("eval_seeds", {}).items() for v in picked(lab) for seed in seeds]
     return fixed + lr + pilot + ev
 def _long_budget(s, b):
     "The main comparison at every seed, at one budget and at `long_budget` × it: how the gap moves with tokens."

@@ -198,7 +198,13 @@ SCALE_SPECS = {
                     # spread more than 10 % at 6e-3 (standard 25 %, Hamiltonian 12 %), so the rule steps down to
                     # 3e-3, the bottom; at d128-L2 Hamiltonian's best is the top, 1.2e-2 (15.68 against 15.74)
                     widen={("d32-L2", "standard"): (1.5e-3,), ("d32-L2", "hamiltonian"): (1.5e-3,),
-                           ("d128-L2", "hamiltonian"): (2.4e-2,)}),
+                           ("d128-L2", "hamiltonian"): (2.4e-2,)},
+                    # the stable rule's choice per size (the scaling notebook's ladder_lr table; a test recomputes
+                    # it from the committed brackets); the main size trains at the lr_sweep's (6e-3 for both)
+                    chosen={"d32-L2": dict(standard=3e-3, hamiltonian=3e-3),
+                            "d96-L2": dict(standard=6e-3, hamiltonian=6e-3),
+                            "d128-L2": dict(standard=6e-3, hamiltonian=1.2e-2),
+                            "d128-L4": dict(standard=6e-3, hamiltonian=6e-3)}),
         note="real small-scale results on a 2-core laptop"),
     "paper": ScaleSpec(
         name="paper", preset="paper-60m", tokenizer="gpt2",

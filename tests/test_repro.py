@@ -308,13 +308,22 @@ def claims_follow_their_rule(table):
 
 def ladder_slope_follows_its_rows(folder):
     """The compute-matched ladder's slope and its interval, recomputed from the per-size rows of ladder.csv by code
-    written a second time (weighted least squares in closed form, scipy's t), match its family table."""
+    written a second time (weighted least squares in closed form, scipy's t), match its family table: the family's
+    slope over every size, and the exploratory one without the smallest size."""
+    import pandas as pd
+    every = pd.read_csv(folder / "ladder.csv")
+    every = every[every.variant == "hamiltonian"]
+    family = pd.read_csv(folder / "ladder_family.csv")
+    for fam, rows in ((family[family.place.str.startswith("ladder 2")].iloc[0], every),    # the family's slope
+                      (family[family.test.str.startswith("sensitivity")].iloc[0],          # and without the smallest
+                       every[every["log10 params"] > every["log10 params"].min()])):
+        _slope_matches(fam, rows)
+
+
+def _slope_matches(fam, rows):
     import math
     import numpy as np, pandas as pd
     from scipy import stats
-    rows = pd.read_csv(folder / "ladder.csv")
-    rows = rows[rows.variant == "hamiltonian"]
-    fam = pd.read_csv(folder / "ladder_family.csv").set_index("unit").loc["points/decade"]
     x, y, w = rows["log10 params"].to_numpy(), rows["mean %"].to_numpy(), (rows.n / rows["sd %"] ** 2).to_numpy()
     assert int(fam.n) == len(x)
     if len(x) < 3:
@@ -343,19 +352,55 @@ def _git(*args):
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("artifact, design", [("replication", "nbs/paper/15_replication.ipynb")])
-def test_preregistered_runs_were_made_after_their_design(artifact, design):
+# (artifact, the design's file, the marker whose first commit is the design's (None: the commit that added the file),
+# the stage of the artifact's runs it pre-registers (None: every run))
+PREREGISTERED = [("replication", "nbs/paper/15_replication.ipynb", None, None),
+                 ("scaling", "nbs/09a_hierarchy.ipynb", "09ahlad1", "eval")]
+
+
+@pytest.mark.parametrize("artifact, design, marker, stage", PREREGISTERED, ids=[p[0] for p in PREREGISTERED])
+def test_preregistered_runs_were_made_after_their_design(artifact, design, marker, stage):
     """Every committed summary of a pre-registered study's runs names a clean git revision that descends from the
-    commit that added the study's design (its notebook, beside the seeds in the scales chapter and its power)."""
+    commit that added the study's design (its notebook, or the chapter cell that sizes it, beside the seeds in the
+    scales chapter). The compute-matched ladder's main size is the main table's runs, sized by their own
+    pre-registration: they are not the ladder's to check."""
     import json
     from coupled_qk.registry import artifact_runs
-    added = _git("log", "--diff-filter=A", "--format=%H", "--", design).stdout.split()
+    added = _git("log", "--format=%H", *(("-S", marker) if marker else ("--diff-filter=A",)), "--", design).stdout.split()
     if _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true" or not added:
-        pytest.skip("needs the repository's history (a full clone)")
+        pytest.skip("needs the repository's history (a full clone) and the design's commit")
+    main = {r.run_id for r in artifact_runs("main_table", "cpu")}
+    ids = [r.run_id for r in artifact_runs(artifact, "cpu") if stage in (None, r.tags.get("stage")) and r.run_id not in main]
     runs = ROOT / "figures" / "cpu" / "runs"
-    found = [runs / f"{r.run_id}.json" for r in artifact_runs(artifact, "cpu") if (runs / f"{r.run_id}.json").is_file()]
+    found = [runs / f"{i}.json" for i in ids if (runs / f"{i}.json").is_file()]
+    if stage and not found:
+        pytest.skip(f"no {artifact} run of stage {stage} is committed yet")
     assert found, f"no committed summary of {artifact}'s runs"
     for f in found:
         rev = json.loads(f.read_text())["result"]["git_revision"]
         assert not rev.endswith("+dirty"), (f.name, rev)
         assert _git("merge-base", "--is-ancestor", added[-1], rev).returncode == 0, (f.name, rev, added[-1])
+
+
+def test_ladder_lrs_are_the_rules_choice():
+    """Each lr the compute-matched ladder's design names at a size (the scales chapter's `ladder['chosen']`) is what
+    the stability rule (`choose_setting`, the lr_sweep's) picks from the committed summaries of that size's whole
+    bracket, and it is bracketed: a worse value on each side."""
+    from coupled_qk.curves import choose_setting
+    from coupled_qk.registry import artifact_runs
+    from coupled_qk.results import results
+    from coupled_qk.scales import scale_spec
+
+    chosen = scale_spec("cpu").ladder.get("chosen", {})
+    if not chosen:
+        pytest.skip("no ladder lr chosen at the cpu scale yet")
+    df = results("scaling", "cpu", 1.0, ROOT / "figures", missing_ok=True)
+    sel = df[df.stage == "lr"]
+    planned = [r for r in artifact_runs("scaling", "cpu") if r.tags["stage"] == "lr"]
+    for lab, lrs in chosen.items():
+        for v, lr in lrs.items():
+            g = sel[(sel["size"] == lab) & (sel.variant == v)]
+            n = sum(r.tags["size"] == lab and r.config["variant"] == v for r in planned)
+            assert len(g) == n > 0, f"{lab} {v}: {len(g)} of the bracket's {n} runs have committed summaries"
+            c = choose_setting(g, "lr").iloc[0]
+            assert (c.lr, bool(c.bracketed)) == (lr, True), (lab, v, c.lr, c.bracketed, c.grid)
