@@ -204,7 +204,11 @@ SCALE_SPECS = {
                     chosen={"d32-L2": dict(standard=3e-3, hamiltonian=3e-3),
                             "d96-L2": dict(standard=6e-3, hamiltonian=6e-3),
                             "d128-L2": dict(standard=6e-3, hamiltonian=1.2e-2),
-                            "d128-L4": dict(standard=6e-3, hamiltonian=6e-3)}),
+                            "d128-L4": dict(standard=6e-3, hamiltonian=6e-3)},
+                    # the design (the hierarchy chapter's ladder cells): the main size on the main table's runs,
+                    # every other size on the 11 pairs the largest size's pilot asks for
+                    eval_seeds={lab: tuple(range(10)) if lab == "d64-L2" else tuple(range(11))
+                                for lab in ("d32-L2", "d64-L2", "d96-L2", "d128-L2", "d128-L4")}),
         note="real small-scale results on a 2-core laptop"),
     "paper": ScaleSpec(
         name="paper", preset="paper-60m", tokenizer="gpt2",
