@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -78,8 +79,9 @@ def cluster(tmp_path_factory):
         "ClusterName=tests", f"SlurmctldHost={host}(127.0.0.1)", "SlurmUser=root", "SlurmdUser=root",
         f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}", "AuthType=auth/munge", "CredType=cred/munge",
         f"AuthInfo=socket={d}/munge.sock,cred_expire=10", f"StateSaveLocation={d}/state", f"SlurmdSpoolDir={d}/spool",
-        f"SlurmctldPidFile={d}/slurmctld.pid", f"SlurmdPidFile={d}/slurmd.pid", f"SlurmctldLogFile={d}/log/slurmctld.log",
-        f"SlurmdLogFile={d}/log/slurmd.log", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+        f"SlurmctldPidFile={d}/slurmctld.pid", f"SlurmdPidFile={d}/slurmd.pid",
+        f"SlurmctldLogFile={d}/log/slurmctld.log", f"SlurmdLogFile={d}/log/slurmd.log",
+        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
         "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU_Memory", "JobAcctGatherType=jobacct_gather/none",
         "AccountingStorageType=accounting_storage/none", "MpiDefault=none", "ReturnToService=2", "MinJobAge=60",
         "DefMemPerCPU=1000", "EnforcePartLimits=ALL", "SchedulerParameters=sched_interval=2,bf_interval=2",
@@ -95,7 +97,8 @@ def cluster(tmp_path_factory):
         t = time.time()
         while _sh("sinfo", "-h", "-o", "%T", check=False).stdout.strip() != "idle":
             if time.time() - t > 60:
-                raise RuntimeError(f"the test cluster did not come up: {(d / 'log' / 'slurmctld.log').read_text()[-1500:]}")
+                log = (d / "log" / "slurmctld.log").read_text()
+                raise RuntimeError(f"the test cluster did not come up: {log[-1500:]}")
             time.sleep(0.5)
         yield d
     finally:
@@ -162,35 +165,47 @@ def _params(**kw) -> dict:
     return {**dict(nodes=1, gpus_per_node=0, tasks_per_node=1, cpus_per_task=1, mem_gb=1, timeout_min=10), **kw}
 
 
+def _end_soon(job_id) -> None:
+    """Lower a running job's time limit to the second whole minute ahead of its run time. Submitted with
+    `--signal=USR2@90`, it is signalled at slurmctld's next time-limit check (every 30 s; the warning goes out once
+    `now + 90 + 30 >= end`), at least 30 s before the check that would kill it."""
+    rt = re.search(r"RunTime=(?:(\d+)-)?(\d+):(\d+):(\d+)", _sh("scontrol", "show", "job", str(job_id)).stdout)
+    d, h, m, _ = (int(x or 0) for x in rt.groups())
+    _sh("scontrol", "update", f"JobId={job_id}", f"TimeLimit={(d * 24 + h) * 60 + m + 2}")
+
+
 def test_time_limit_and_preemption_requeue_and_resume_exactly(cluster, tmp_path, monkeypatch):
-    """A job with a 1-minute time limit gets USR2 `slurm_signal_delay_s` before it (submitit's checkpoint and
+    """A job reaching its time limit gets Slurm's USR2 `slurm_signal_delay_s` before it (submitit's checkpoint and
     `scontrol requeue`); another is preempted (`scancel --signal=USR2`) once it has a checkpoint. Both come back from
     the queue and resume from their checkpoint: the metrics of the same run never interrupted."""
     from coupled_qk.executors import SubmititPool
     from coupled_qk.calls import RunCall
     from coupled_qk.train import TrainConfig
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    cfg = TrainConfig(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=2000, batch_size=8,
+    cfg = TrainConfig(preset="smoke", variant="hamiltonian", corpus="pydocs", max_steps=4000, batch_size=8,
                       eval_every=150, eval_batches=2, ckpt_every=5, log_every=15, device="cpu")
-    # The signal comes about 30 s into each attempt: late enough that submitit's handler is installed even while the
-    # other test worker loads the machine (at 15 s a loaded start-up was killed by it), early enough that the
-    # 2,000-step run is still training on an idle one. submitit counts every signal to a 1-minute job as a time-out
-    # (its guaranteed walltime is negative), and more than its default 3 may come before the limit is raised below.
-    limited = SubmititPool("slurm", tmp_path / "limited", _params(timeout_min=1, slurm_signal_delay_s=30,
-                                                                  slurm_max_num_timeout=30))
+    # slurmctld sends --signal's warning up to 30 s early and checks time limits every 30 s, so a job submitted with a
+    # 1-minute limit is signalled anywhere from its start on: on a loaded machine before submitit has installed its
+    # handler, and USR2's default action kills it (a CI run ended so). So the job is submitted with 10 minutes and,
+    # once it has a checkpoint (its handler is in place), its limit is lowered to end a minute or two later. submitit
+    # counts the signal as a time-out: its guaranteed walltime, min(0.8 * 10, 10 - 10) minutes, is 0.
+    limited = SubmititPool("slurm", tmp_path / "limited", _params(timeout_min=10, slurm_signal_delay_s=90))
     pool = SubmititPool("slurm", tmp_path / "sub", _params())
     lim = limited.submit(RunCall("lm", "lm-limit", cfg, str(tmp_path / "limit")), "limit")
     pre, full = pool.submit_all([(RunCall("lm", "lm-pre", cfg, str(tmp_path / "pre")), "pre"),
                                  (RunCall("lm", "lm-full", cfg, str(tmp_path / "full")), "full")])
-    t = time.time()
-    while not (tmp_path / "pre" / "ckpt.pt").is_file() and time.time() - t < 300:
+    t, waiting = time.time(), {"limit", "pre"}
+    while waiting and time.time() - t < 300:
+        for d in [d for d in waiting if (tmp_path / d / "ckpt.pt").is_file()]:
+            h = lim if d == "limit" else pre
+            assert not h.done(), f"the {d} run finished before it could be signalled"
+            _end_soon(h.job_id) if d == "limit" else _sh("scancel", "--signal=USR2", h.job_id)
+            waiting.discard(d)
         time.sleep(0.1)
-    assert not pre.done(), "the run finished before it could be preempted"
-    _sh("scancel", "--signal=USR2", pre.job_id)
-    # Once the limited job has been signalled and requeued, give it the time to finish: each later attempt would
-    # otherwise get 15-45 s, most of it start-up on a loaded machine (the test is of one requeue, not of many)
-    while "Requeued job" not in _logs(tmp_path / "limited", lim.job_id) and not lim.done() and time.time() - t < 600:
-        time.sleep(1)
+    assert not waiting, f"no checkpoint within 5 minutes from {sorted(waiting)}"
+    # Once the limited job has caught the signal, raise its limit again: its next attempt runs to the end
+    while "Caught signal" not in _logs(tmp_path / "limited", lim.job_id) and not lim.done() and time.time() - t < 600:
+        time.sleep(0.2)
     _sh("scontrol", "update", f"JobId={lim.job_id}", "TimeLimit=10", check=False)
     while not all(h.done() for h in (lim, pre, full)) and time.time() - t < 1200:
         time.sleep(1)
