@@ -47,10 +47,11 @@ $(LOCK_TOOLS)/bin/pip-compile:
 	$(LOCK_TOOLS)/bin/pip install -q --disable-pip-version-check "$(PIP_TOOLS)"
 
 # Run every notebook's tests (through pytest, one notebook at a time) and the project checks, on TEST_WORKERS
-# pytest-xdist workers (the Slurm tests share one worker, as they share one cluster).
+# pytest-xdist workers (the Slurm tests share one worker, as they share one cluster). The 15 slowest tests are listed
+# at the end, so a CI log says where its minutes went.
 TEST_WORKERS ?= 2
 test: setup apt-index-tool
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15 tests
 
 # tests/test_debian.py builds a file:// apt archive, whose index needs apt-ftparchive (apt-utils) or dpkg-scanpackages
 # (dpkg-dev): as root on a Debian machine with neither, apt-utils is installed (apt's lists refreshed if they lack it).
