@@ -13,7 +13,7 @@ from statsmodels.stats.power import ttest_power
 
 # %% auto #0
 __all__ = ['t_test_power', 'mde', 'one_sided_mde', 'seeds_for_mde', 'tost_power', 'seeds_for_tost',
-           'detectable_sd_ratio']
+           'detectable_sd_ratio', 'sd_upper_bound']
 
 # %% ../nbs/07b_power.ipynb #cb4e0914
 _EPS = float(np.finfo(float).eps)
@@ -93,3 +93,8 @@ def detectable_sd_ratio(n_a: int, n_b: int, alpha: float = 0.05, power: float = 
         return math.nan
     d = (n_b - 1, n_a - 1)
     return float(math.sqrt(stats.f.ppf(1 - alpha / 2, *d) / stats.f.ppf(1 - power, *d)))
+
+# %% ../nbs/07b_power.ipynb #sdupb002
+def sd_upper_bound(sd: float, n: int, alpha: float = 0.2) -> float:
+    "The one-sided upper 1 - `alpha` confidence bound of a normal sd estimated as `sd` from n values (nan for n < 2)."
+    return sd * math.sqrt((n - 1) / stats.chi2.ppf(alpha, n - 1)) if n > 1 else math.nan
