@@ -196,9 +196,10 @@ SCALE_SPECS = {
                     lrs=(3e-3, 6e-3, 1.2e-2), seeds=(100, 101), pilot_seeds=(100, 101, 102, 103, 104),
                     # where choose_setting's stable choice sat at the grid's edge: at d32-L2 both variants' seeds
                     # spread more than 10 % at 6e-3 (standard 25 %, Hamiltonian 12 %), so the rule steps down to
-                    # 3e-3, the bottom; at d128-L2 Hamiltonian's best is the top, 1.2e-2 (15.68 against 15.74)
+                    # 3e-3, the bottom; at d128-L2 Hamiltonian's best is the top, 1.2e-2 (15.68 against 15.74), and
+                    # at d128-L4 the invertible coupling's (11.78 against 11.93 at 6e-3, seeds 2.2 % apart)
                     widen={("d32-L2", "standard"): (1.5e-3,), ("d32-L2", "hamiltonian"): (1.5e-3,),
-                           ("d128-L2", "hamiltonian"): (2.4e-2,)},
+                           ("d128-L2", "hamiltonian"): (2.4e-2,), ("d128-L4", "invertible"): (2.4e-2,)},
                     # the stable rule's choice per size (the scaling notebook's ladder_lr table; a test recomputes
                     # it from the committed brackets); the main size trains at the lr_sweep's (6e-3 for both)
                     chosen={"d32-L2": dict(standard=3e-3, hamiltonian=3e-3),
