@@ -39,25 +39,6 @@ def pytest_xdist_make_scheduler(config, log):
     return FileGroups(config, log)
 
 
-# The longest tests start first (the longest-processing-time rule): xdist hands each worker the next test as it
-# frees up, so a 4-minute test collected late runs alone at the end while the other worker idles. Their seconds
-# alone, from `make test --durations` in a fresh clone (4e2305c): a guide to the order, not a limit anyone asserts.
-SLOW_FIRST = ("tests/test_repro.py::test_smoke_pipeline_without_shared_data_then_redrawn",                     # 263 s
-              "tests/test_compile.py::test_compiled_training[hamiltonian]",                                     # 133 s
-              "tests/test_export.py::test_every_variant_exports_and_reloads_with_equal_logits_and_eval_agrees",  # 79 s
-              "tests/test_notebooks.py::test_notebook[07a_comparisons]",                                        # 77 s
-              "tests/test_repro.py::test_finetune_artifact_on_the_real_model",                                  # 71 s
-              "tests/test_compile.py::test_compiled_training[invertible_differential]",                         # 68 s
-              "tests/test_executors.py::test_submitit_local_equals_local",                                      # 57 s
-              "tests/test_repro.py::test_two_concurrent_reproduces_write_each_run_once",                        # 45 s
-              "tests/test_repro.py::test_committed_tables_redraw_identically[cpu]")                             # 44 s
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = {nodeid: i for i, nodeid in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))     # stable: every other test keeps its place
-
-
 _EXIT = {}
 
 
