@@ -16,13 +16,14 @@ from .settings import ConfigError, check_choice, check_fields, check_number
 from .documents import DataError, data_dir, file_sha256
 from .provenance import atomic_write, read_state, replacing
 from .optim import cosine_lr
+from .train import TrainingDiverged
 from .runs import load_checkpoint, open_run, save_checkpoint, truncate_metrics
 from .adapters import build_method, split_at, top_layers
 
 # %% auto #0
 __all__ = ['ADAPT_METHODS', 'TRAINED', 'ADAPT_SCORING', 'DATA_SEED', 'AdaptConfig', 'model_tokenizer', 'window_ids',
-           'split_tokens', 'targets_of', 'base_states', 'TrainingDiverged', 'score', 'test_docs', 'learned_dt',
-           'quiet_pretrained', 'adapt', 'step_costs']
+           'split_tokens', 'targets_of', 'base_states', 'score', 'test_docs', 'learned_dt', 'quiet_pretrained', 'adapt',
+           'step_costs']
 
 # %% ../nbs/14c_adapt.ipynb #4253bf6b
 ADAPT_METHODS = ("zero_shot", "coupling", "lora", "coupling_lora", "step_cost")
@@ -189,9 +190,6 @@ def base_states(cfg: AdaptConfig, split: str, model: nn.Module | None = None,
     return np.load(path, mmap_mode="r"), y
 
 # %% ../nbs/14c_adapt.ipynb #71734a3d
-class TrainingDiverged(RuntimeError):
-    "The adaptation's loss or gradient norm became NaN or infinite."
-
 @torch.no_grad()
 def score(suffix: nn.Module, states: np.ndarray, y: torch.Tensor, batch_size: int,
           docs: np.ndarray | None = None) -> dict:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # %% auto #0
 __all__ = ['MODES', 'DEFAULT_BATCH', 'DEFAULT_SEQ', 'BenchConfig', 'matmul_peak', 'memory_bandwidth', 'cpu_peak_reset',
-           'cpu_peak', 'measure', 'free_memory', 'check_memory', 'isolated', 'measure_isolated', 'run_bench']
+           'cpu_peak', 'measure', 'free_memory', 'check_memory', 'isolated', 'run_bench']
 
 # %% ../nbs/12_bench.ipynb #d65775f5
 MODES = ("eager", "bf16", "compile", "bf16+compile")
@@ -205,10 +205,6 @@ def isolated(fn, **kw):
                            f"{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
-def measure_isolated(**kw) -> dict:
-    "`measure` in a fresh Python process (CPU)."
-    return isolated(measure, **kw)
-
 # %% ../nbs/12_bench.ipynb #bdd44009
 def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
     "Measure every (shape, mode, variant) `cfg.repeats` times, interleaved; one row per measurement."
@@ -238,7 +234,7 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
                 for v in order:
                     kw = dict(shape=shape, variant=v, mode=mode, batch=batch, seq=seq, warmup=cfg.warmup,
                               steps=cfg.steps, n_steps=cfg.n_steps, device=str(dev), seed=cfg.seed)
-                    res = measure_isolated(**kw) if dev.type == "cpu" else measure(**kw)
+                    res = isolated(measure, **kw) if dev.type == "cpu" else measure(**kw)
                     model_flops, run_flops, saved, moved, live = flops[(shape, v)]
                     rows.append(dict(res, repeat=r, flops_per_step=model_flops, run_flops_per_step=run_flops,
                                      saved_mb=saved / 2**20, bytes_per_step=moved, live_peak_mb=live / 2**20))

@@ -14,13 +14,13 @@ from .settings import load_settings, ConfigError, writable_dir
 from .provenance import (StateError, atomic_write, put_in_place, read_state, remove_stale_temporaries, temporary_name,
                                    undo_on_failure)
 from .documents import (SPLITS, TEXT_COLUMNS, DataError, data_dir, file_sha256, hash_split, fingerprint,
-                                  check_splits, quiet_datasets, read_local_corpus, wikitext_articles, local_files)
+                                  check_splits, quiet_datasets, read_local_corpus, wikitext_articles, local_files, warn)
 from .embedded import EMBEDDED, PINS, drift, embedded_packages, pinned_fingerprint
 
 # %% auto #0
 __all__ = ['HUB_CORPORA', 'WIKITEXT103_TRAIN_CHARS', 'CORPORA', 'MANIFEST', 'LOCAL_NAME', 'hub_reachable', 'load_hub',
            'build_hub', 'check_corpus', 'read_manifest', 'source_of', 'source_key', 'corpus_dir', 'corpus_mismatch',
-           'known_fingerprint', 'prepare', 'warn', 'Corpus', 'load_corpus']
+           'known_fingerprint', 'prepare', 'Corpus', 'load_corpus']
 
 # %% ../nbs/03c_corpora.ipynb #d0caf37f
 HUB_CORPORA = {"wikitext103": ("hub_wikitext103", "local_wikitext103", "wikitext"),
@@ -314,10 +314,6 @@ def _build(name: str, src: dict, out: Path, log) -> dict:
         (log or warn)(meta["drift"])
     _write_manifest(meta)                # pydocs@VERSION has its own entry
     return meta
-
-def warn(msg: str) -> None:
-    "One line on stderr: what differs, and what it means."
-    print(msg, file=sys.stderr, flush=True)
 
 # %% ../nbs/03c_corpora.ipynb #11ed4d6e
 @dataclass

@@ -6,10 +6,10 @@ lack it), or Debian's snapshot archive; and one line naming the ways to get it w
 
 # %% ../nbs/03b_debian.ipynb #deb51a02
 from __future__ import annotations
-import hashlib, json, os, re, shutil, subprocess, sys, urllib.parse, urllib.request
+import hashlib, json, os, re, shutil, subprocess, urllib.parse, urllib.request
 from pathlib import Path
 from .provenance import undo_on_failure
-from .documents import DataError, data_dir
+from .documents import DataError, data_dir, warn
 
 # %% auto #0
 __all__ = ['SNAPSHOT_URL', 'SNAPSHOT_TIMEOUT', 'deb_version', 'unpack_deb', 'apt_state', 'refresh_lists',
@@ -18,9 +18,6 @@ __all__ = ['SNAPSHOT_URL', 'SNAPSHOT_TIMEOUT', 'deb_version', 'unpack_deb', 'apt
 # %% ../nbs/03b_debian.ipynb #deb51a05
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 def deb_version(deb: Path) -> str:
     "The Version field of a .deb's control file."
@@ -70,7 +67,7 @@ def _may_refresh_machine_lists() -> bool:
 
 _REFRESHED: set = set()     # the apt setups whose lists this process refreshed: once each
 
-def refresh_lists(state: Path, missing: str, log=_say) -> list[str] | None:
+def refresh_lists(state: Path, missing: str, log=warn) -> list[str] | None:
     """Refresh apt's package lists once per process, because they lacked `missing`: the machine's where this process
     may (root), else the project's own copy in `state`, which reads the machine's sources. One progress line says so.
     The options later apt calls take, or None when these lists were already refreshed."""
@@ -163,7 +160,7 @@ def _gone(package: str, version: str, dest: Path, state: Path, apt_said: str, sn
 
 # %% ../nbs/03b_debian.ipynb #deb51a12
 def fetch_deb(package: str, version: str | None = None, dest: Path | None = None, exact: bool = False,
-              snapshot: str | None = None, log=_say) -> Path:
+              snapshot: str | None = None, log=warn) -> Path:
     """The .deb of `package` in `dest` (default data/debs): one already there, else apt-get download (lists refreshed
     once on a miss). `version`: that one when apt has it, else apt's candidate (the caller compares fingerprints).
     `exact`: that version or nothing (a version asked for by name): a .deb in `dest`, apt, then Debian's snapshot

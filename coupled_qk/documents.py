@@ -11,13 +11,17 @@ from pathlib import Path
 from .settings import load_settings, UserError, writable_dir
 
 # %% auto #0
-__all__ = ['SPLITS', 'TEXT_COLUMNS', 'DataError', 'doc_hash', 'split_of', 'hash_split', 'fingerprint', 'cap_docs',
-           'wikitext_articles', 'pubmed_json_abstracts', 'blank_line_documents', 'data_dir', 'file_sha256',
+__all__ = ['SPLITS', 'TEXT_COLUMNS', 'DataError', 'warn', 'doc_hash', 'split_of', 'hash_split', 'fingerprint',
+           'cap_docs', 'wikitext_articles', 'pubmed_json_abstracts', 'blank_line_documents', 'data_dir', 'file_sha256',
            'quiet_datasets', 'shared_sample', 'local_files', 'check_text', 'read_local_corpus', 'check_splits']
 
 # %% ../nbs/03a_documents.ipynb #b38a3a11
 class DataError(UserError):
     "A data problem the user can fix: the message names what is missing and the setting or command that fixes it."
+
+def warn(msg: str) -> None:
+    "One line on stderr: what differs, and what it means."
+    print(msg, file=sys.stderr, flush=True)
 
 # %% ../nbs/03a_documents.ipynb #779cb4df
 SPLITS = ("train", "validation", "test")

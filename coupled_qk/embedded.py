@@ -10,16 +10,12 @@ import gzip, os, re, shutil, subprocess, sys, sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 from .documents import DataError, cap_docs
-from .debian import deb_version, fetch_deb, unpack_deb
+from .debian import _run, deb_version, fetch_deb, unpack_deb
 
 # %% auto #0
 __all__ = ['CAPS', 'PINS', 'DEBMIX_PACKAGES', 'EMBEDDED', 'EmbeddedCaps', 'Pin', 'source_versions', 'prepared_versions',
            'drift', 'embedded_packages', 'pinned_fingerprint', 'chunk_lines', 'rst_section_start', 'py_toplevel_start',
            'build_pydocs', 'build_pystdlib', 'dictd_entries', 'fortune_cookies', 'kjv_chapters', 'build_debmix']
-
-# %% ../nbs/03b_embedded.ipynb #bb3d0317
-def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 # %% ../nbs/03b_embedded.ipynb #67674fef
 @dataclass(frozen=True)

@@ -166,9 +166,7 @@ class GlueConfig:
         elif not (Path(self.run) / "config.json").is_file():
             raise ConfigError(f"run={self.run} is not a training run directory (no config.json)")
         for k in ("epochs", "batch_size", "max_train", "max_eval", "max_len"):
-            v = getattr(self, k)
-            if v is not None and v < 1:
-                raise ConfigError(f"{k}={v}; it must be at least 1")
+            check_number(k, getattr(self, k), 1, integer=True)
         check_number("lr", self.lr, above=0)
         check_number("weight_decay", self.weight_decay, 0)
         check_number("warmup_frac", self.warmup_frac, 0, high=0.99)

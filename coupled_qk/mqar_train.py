@@ -63,14 +63,12 @@ class MQARTrainConfig:
         self.lrs = tuple(float(x) for x in self.lrs)
         if not self.lrs or not all(math.isfinite(x) and x > 0 for x in self.lrs):
             raise ConfigError(f"lrs={self.lrs}: give one or more positive, finite learning rates", "lrs")
-        for k in ("vocab_size", "seq_len", "num_kv_pairs", "n_steps"):
+        for k in ("vocab_size", "seq_len", "num_kv_pairs", "n_steps", "n_test", "steps", "eval_every", "batch_size",
+                  "d_model", "n_layers", "n_heads"):
             check_number(k, getattr(self, k), 1, integer=True)
         check_number("seed", self.seed, 0, integer=True)
         for k in ("power_a", "dt_init", "weight_decay"):
             check_number(k, getattr(self, k), 0)
-        for k in ("n_test", "steps", "eval_every", "batch_size", "d_model", "n_layers", "n_heads"):
-            if getattr(self, k) < 1:
-                raise ConfigError(f"{k}={getattr(self, k)}; it must be at least 1")
         if not 0 <= self.warmup_frac < 1:
             raise ConfigError(f"warmup_frac={self.warmup_frac}; it must be in [0, 1)")
         try:

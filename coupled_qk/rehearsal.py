@@ -109,20 +109,6 @@ def rehearsal_config(run: Run, exact: bool, lm_dirs: dict, glue_dir: Path):
                              max_eval=SHRUNK["batch_size"], epochs=1, batch_size=SHRUNK["batch_size"],
                              max_len=SHRUNK["seq_len"], glue_dir=str(glue_dir), device="cpu"))
 
-@contextlib.contextmanager
-def _settings_env(values: dict):
-    "COUPLED_QK_* variables set for the block, and restored after it."
-    old = {k: os.environ.get(f"COUPLED_QK_{k.upper()}") for k in values}
-    os.environ.update({f"COUPLED_QK_{k.upper()}": str(v) for k, v in values.items()})
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(f"COUPLED_QK_{k.upper()}", None)
-            else:
-                os.environ[f"COUPLED_QK_{k.upper()}"] = v
-
 def gpt2_stand_in():
     """A tokenizer of GPT-2's vocabulary size (50,257, end-of-text last) that needs no files and no network: UTF-8
     bytes as ids. It stands in for GPT-2's where that is not here, so that every model shape stays exact."""
@@ -163,7 +149,8 @@ def rehearse(scale: str = "paper", artifacts=None, exact: bool = True, log=print
          mock.patch.object(tokens, "gpt2_tokenizer", lambda folder=None: gpt2) if gpt2 else contextlib.nullcontext():
         tmp = Path(tmp)
         fixture = hub_fixture(tmp / "hub")
-        with _settings_env(dict(fixture, data_dir=tmp / "data", runs_dir=tmp / "runs", figures_dir=tmp / "figures")):
+        env = dict(fixture, data_dir=tmp / "data", runs_dir=tmp / "runs", figures_dir=tmp / "figures")
+        with mock.patch.dict(os.environ, {f"COUPLED_QK_{k.upper()}": str(v) for k, v in env.items()}):
             lm_dirs = {}
             for i, r in enumerate(sorted(runs, key=lambda r: (bool(r.needs), KINDS.index(r.kind)))):
                 t = time.perf_counter()

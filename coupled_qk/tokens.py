@@ -12,8 +12,8 @@ import numpy as np
 from .settings import load_settings, ConfigError
 from .provenance import (StateError, atomic_write, read_state, remove_stale_temporaries, replacing,
                                    undo_on_failure)
-from .documents import SPLITS, DataError, data_dir, file_sha256
-from .corpora import CORPORA, Corpus, load_corpus, warn
+from .documents import SPLITS, DataError, data_dir, file_sha256, warn
+from .corpora import CORPORA, Corpus, load_corpus
 
 # %% auto #0
 __all__ = ['EOT', 'R50K_PATTERN', 'GPT2_VOCAB', 'TOKENIZERS', 'BPE_MAX', 'check_tokenizer', 'TextTokenizer',
@@ -95,11 +95,11 @@ def _tiktoken(enc) -> TextTokenizer:
 def _tiktoken_gpt2():
     "tiktoken's `gpt2` encoding, its files cached under data_dir/tiktoken; offline without them, one line."
     import tiktoken
+    from unittest import mock
     root = load_settings().data_dir
-    cache, before = root / "tiktoken", os.environ.get("TIKTOKEN_CACHE_DIR")
-    with undo_on_failure(root, cache):
+    cache = root / "tiktoken"
+    with undo_on_failure(root, cache), mock.patch.dict(os.environ, TIKTOKEN_CACHE_DIR=str(cache)):
         cache.mkdir(parents=True, exist_ok=True)
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
         try:
             return tiktoken.get_encoding("gpt2")
         except Exception as e:              # offline: requests' ConnectionError; a bad download: its hash check
@@ -107,8 +107,6 @@ def _tiktoken_gpt2():
                             f"({type(e).__name__}: no network?); set gpt2_dir in settings.ini or COUPLED_QK_GPT2_DIR "
                             "to a folder holding r50k_base.tiktoken (or vocab.json + merges.txt), or use the tokenizer "
                             "bpe-8192 or bytes") from None
-        finally:
-            os.environ.pop("TIKTOKEN_CACHE_DIR") if before is None else os.environ.update(TIKTOKEN_CACHE_DIR=before)
 
 def byte_tokenizer() -> TextTokenizer:
     "The 256 byte values, plus end-of-text = 256."
