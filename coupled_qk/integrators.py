@@ -13,7 +13,7 @@ from torch import Tensor, nn
 __all__ = ['INTEGRATORS', 'FORCES', 'FUSED_FORCES', 'mlp_force', 'MLPForce', 'silu_grad', 'gradient_force',
            'GradientForce', 'per_head', 'euler', 'leapfrog', 'mlp_only', 'silu_grad2', 'mlp_parts', 'mlp_force_vjp',
            'gradient_parts', 'gradient_force_vjp', 'FusedDynamics', 'integrate_fused', 'CoupledDynamics', 'phase_map',
-           'phase_jacobian', 'symplectic_defect', 'oscillator', 'energy', 'trajectory']
+           'phase_jacobian']
 
 # %% ../nbs/00_integrators.ipynb #0c20a041
 def _stacked(n_heads: int, shared: bool, *shape: int) -> nn.Parameter:
@@ -335,28 +335,3 @@ def phase_map(integrate, force, dt, n_steps: int = 1):
 def phase_jacobian(integrate, force, dt, z: Tensor, n_steps: int = 1) -> Tensor:
     "∂(q', k')/∂(q, k) at z, by reverse-mode autodiff."
     return torch.func.jacrev(phase_map(integrate, force, dt, n_steps))(z)
-
-# %% ../nbs/00_integrators.ipynb #6c80c0b3
-def symplectic_defect(J: Tensor) -> Tensor:
-    "max |JᵀΩJ − Ω| for a Jacobian of a map on (q, k) ∈ R^{2d}."
-    d = J.shape[0] // 2
-    I, O = torch.eye(d, dtype=J.dtype), torch.zeros(d, d, dtype=J.dtype)
-    omega = torch.cat([torch.cat([O, I], 1), torch.cat([-I, O], 1)])
-    return (J.T @ omega @ J - omega).abs().max()
-
-# %% ../nbs/00_integrators.ipynb #8726cbc0
-def oscillator(omega: float = 1.0):
-    "The force of a harmonic oscillator, f(q) = −ω² q."
-    return lambda q: -(omega ** 2) * q
-
-def energy(q: Tensor, k: Tensor, omega: float = 1.0) -> Tensor:
-    return 0.5 * k.pow(2).sum(-1) + 0.5 * omega ** 2 * q.pow(2).sum(-1)
-
-def trajectory(integrate, q0: Tensor, k0: Tensor, force, dt: float, n: int) -> tuple[Tensor, Tensor]:
-    "All n + 1 states of n single steps (for plots and energy)."
-    qs, ks = [q0], [k0]
-    for _ in range(n):
-        q, k = integrate(qs[-1], ks[-1], force, dt)
-        qs.append(q)
-        ks.append(k)
-    return torch.stack(qs), torch.stack(ks)

@@ -13,12 +13,11 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from .attention import DIFFERENTIAL, VARIANTS, AttentionConfig, build_attention
+from .attention import DIFFERENTIAL, AttentionConfig, build_attention
 
 # %% auto #0
-__all__ = ['INITS', 'PRESETS', 'NOMINAL_PARAMS', 'PAPER_OVERHEAD_PCT', 'PAPER_INVERTIBLE_OVERHEAD_PCT', 'GPTConfig',
-           'MLP', 'Block', 'name_seed', 'seeded', 'GPT', 'n_params', 'coupling_params', 'dt_per_head', 'model_config',
-           'count_on_meta', 'parameter_table']
+__all__ = ['INITS', 'PRESETS', 'GPTConfig', 'MLP', 'Block', 'name_seed', 'seeded', 'GPT', 'n_params', 'coupling_params',
+           'dt_per_head', 'model_config', 'count_on_meta']
 
 # %% ../nbs/02_model.ipynb #e35c2ee6
 INITS = ("gpt2", "torch")
@@ -200,9 +199,6 @@ PRESETS: dict[str, GPTConfig] = {
     "paper-150m": GPTConfig(vocab_size=50257, seq_len=1024, d_model=768,  n_layers=16, n_heads=12),
     "paper-350m": GPTConfig(vocab_size=50257, seq_len=1024, d_model=1024, n_layers=24, n_heads=16),
 }
-NOMINAL_PARAMS = {"paper-60m": 60e6, "paper-150m": 150e6, "paper-350m": 350e6}
-PAPER_OVERHEAD_PCT = 0.11
-PAPER_INVERTIBLE_OVERHEAD_PCT = 0.3       # the later, invertible version
 
 def model_config(preset: str, variant: str = "standard", **overrides) -> GPTConfig:
     "The GPTConfig of `preset` with attention `variant`; `overrides` are AttentionConfig or GPTConfig fields."
@@ -222,16 +218,3 @@ def count_on_meta(cfg: GPTConfig) -> tuple[int, int]:
     with torch.device("meta"):
         m = GPT(cfg)
     return n_params(m), coupling_params(m)
-
-# %% ../nbs/02_model.ipynb #355fccb5
-def parameter_table(presets=tuple(PRESETS), variants=VARIANTS):
-    "A DataFrame of parameter counts and coupling overhead for each preset and variant."
-    import pandas as pd
-    rows = []
-    for p in presets:
-        base, _ = count_on_meta(model_config(p))
-        for v in variants:
-            n, c = count_on_meta(model_config(p, v))
-            rows.append({"preset": p, "variant": v, "params": n, "params_M": round(n / 1e6, 3),
-                         "coupling_params": c, "overhead_pct": round(100 * (n - base) / base, 3)})
-    return pd.DataFrame(rows)

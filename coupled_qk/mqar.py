@@ -6,14 +6,14 @@ the model must answer each with its value. A fast, seeded, vectorised numpy gene
 # %% ../nbs/04a_mqar.ipynb #ea55a9a3
 from __future__ import annotations
 import dataclasses
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 import numpy as np
 import torch
 
 # %% auto #0
 __all__ = ['MQAR_PRESETS', 'IGNORE_INDEX', 'MQARConfig', 'mqar_config', 'sample_distinct', 'power_law_probs',
-           'sample_weighted_distinct', 'mqar_arrays', 'generate_mqar', 'check_mqar', 'query_slots', 'MQARSplits',
-           'row_hash', 'split_seeds', 'make_mqar_splits', 'dup_within', 'mqar_accuracy']
+           'sample_weighted_distinct', 'mqar_arrays', 'generate_mqar', 'check_mqar', 'query_slots', 'row_hash',
+           'split_seeds', 'dup_within', 'mqar_accuracy']
 
 # %% ../nbs/04a_mqar.ipynb #d5722a94
 @dataclass(frozen=True)
@@ -173,44 +173,11 @@ def query_slots(cfg: MQARConfig, labels: torch.Tensor | np.ndarray) -> np.ndarra
     return (pos - cfg.context_len) // 2
 
 # %% ../nbs/04a_mqar.ipynb #f012cde3
-@dataclass
-class MQARSplits:
-    "Train and test tensors of one MQAR task, with the seeds that made them."
-    cfg: MQARConfig
-    train_inputs: torch.Tensor
-    train_labels: torch.Tensor
-    test_inputs: torch.Tensor
-    test_labels: torch.Tensor
-    seed: int
-    redrawn: int = 0    # test examples redrawn because they repeated a training example
-    @property
-    def train(self): return self.train_inputs, self.train_labels
-    @property
-    def test(self): return self.test_inputs, self.test_labels
-    def provenance(self) -> dict:
-        "Everything needed to regenerate the splits (goes into run records)."
-        return dict(task="mqar", **asdict(self.cfg), split_seed=self.seed, n_train=len(self.train_inputs),
-                    n_test=len(self.test_inputs), seed_scheme="SeedSequence(seed).spawn(2) -> (train, test)",
-                    redrawn=self.redrawn)
-
 def row_hash(x: np.ndarray) -> np.ndarray:
     "A 64-bit hash per row (random odd multipliers, wrapping arithmetic); equal rows hash equal."
     mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=x.shape[1], dtype=np.uint64) | np.uint64(1)
     with np.errstate(over="ignore"):
         return (x.astype(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
-
-def _in_train(test_x: np.ndarray, train_x: np.ndarray, train_h: np.ndarray) -> np.ndarray:
-    "Boolean mask of test rows that equal some training row."
-    th = row_hash(test_x)
-    cand = np.nonzero(np.isin(th, train_h))[0]
-    hit = np.zeros(len(test_x), dtype=bool)
-    if len(cand):
-        order = np.argsort(train_h, kind="stable")
-        sh = train_h[order]
-        lo, hi = np.searchsorted(sh, th[cand], "left"), np.searchsorted(sh, th[cand], "right")
-        for i, a, b in zip(cand, lo, hi):                 # rare: verify exactly (hash collisions are harmless)
-            hit[i] = (train_x[order[a:b]] == test_x[i]).all(axis=1).any()
-    return hit
 
 def split_seeds(seed: int) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
     "The (train, test) seed sequences of a split seed: SeedSequence(seed).spawn(2)."
@@ -218,38 +185,13 @@ def split_seeds(seed: int) -> tuple[np.random.SeedSequence, np.random.SeedSequen
     assert tr.spawn_key != te.spawn_key
     return tr, te
 
-def make_mqar_splits(cfg: MQARConfig, n_train: int | None = None, n_test: int = 3_000, seed: int | None = None,
-                     max_redraws: int = 20) -> MQARSplits:
-    "Train (default cfg.num_examples) and test examples from disjoint seed streams; no test example is a train one."
-    seed = cfg.seed if seed is None else seed
-    n_train = cfg.num_examples if n_train is None else n_train
-    if n_train < 1 or n_test < 1:
-        raise ValueError(f"n_train={n_train} and n_test={n_test} must both be >= 1")
-    tr_ss, te_ss = split_seeds(seed)
-    xtr, ytr = mqar_arrays(cfg, n_train, np.random.default_rng(tr_ss))
-    rng_te = np.random.default_rng(te_ss)
-    xte, yte = mqar_arrays(cfg, n_test, rng_te)
-    train_h, redrawn = row_hash(xtr), 0
-    for _ in range(max_redraws + 1):
-        dup = _in_train(xte, xtr, train_h)
-        dup |= dup_within(xte)                            # and no test example twice
-        if not dup.any():
-            break
-        redrawn += int(dup.sum())
-        xte[dup], yte[dup] = mqar_arrays(cfg, int(dup.sum()), rng_te)
-    else:
-        raise ValueError(f"MQAR task too small for {n_train}+{n_test} distinct examples "
-                         f"(vocab_size={cfg.vocab_size}, seq_len={cfg.seq_len}); "
-                         "raise vocab_size or seq_len, or lower n_test")
-    return MQARSplits(cfg, torch.from_numpy(xtr), torch.from_numpy(ytr), torch.from_numpy(xte), torch.from_numpy(yte),
-                      seed=seed, redrawn=redrawn)
-
 def dup_within(x: np.ndarray) -> np.ndarray:
     "Mask of rows that repeat an earlier row of x."
     _, first = np.unique(x, axis=0, return_index=True)
     m = np.ones(len(x), dtype=bool)
     m[first] = False
     return m
+
 
 # %% ../nbs/04a_mqar.ipynb #4230ba60
 def mqar_accuracy(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> float:
