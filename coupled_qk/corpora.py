@@ -13,8 +13,9 @@ from urllib.parse import urlparse
 from .settings import load_settings, ConfigError, writable_dir
 from .provenance import (StateError, atomic_write, put_in_place, read_state, remove_stale_temporaries, temporary_name,
                                    undo_on_failure)
-from .documents import (SPLITS, TEXT_COLUMNS, DataError, data_dir, file_sha256, hash_split, fingerprint,
-                                  check_splits, quiet_datasets, read_local_corpus, wikitext_articles, local_files, warn)
+from .documents import (SPLITS, DataError, data_dir, file_sha256, hash_split, fingerprint,
+                                  check_splits, quiet_datasets, read_local_corpus, wikitext_articles, local_files, warn,
+                                  text_column)
 from .embedded import EMBEDDED, PINS, drift, embedded_packages, pinned_fingerprint
 
 # %% auto #0
@@ -56,18 +57,14 @@ def load_hub(name: str, hub_id: str, **kw):
     if (not _offline_env() and not hub_reachable()) or (_offline_env() and not datasets.config.HF_HUB_OFFLINE):
         raise _offline_error(name, f"the Hugging Face hub ({hub_id}) is unreachable from here")
     repo, _, config = hub_id.partition(":")
+    root = load_settings().data_dir
     try:
-        return datasets.load_dataset(repo, config or None, cache_dir=str(data_dir() / "hf_cache"), **kw)
+        with undo_on_failure(root, root / "hf_cache"):     # a refusal leaves no empty data folder behind
+            return datasets.load_dataset(repo, config or None, cache_dir=str(data_dir() / "hf_cache"), **kw)
     except (ConnectionError, OSError, TimeoutError) as e:
         why = ("offline mode (HF_HUB_OFFLINE) and not in the hub cache" if _offline_env()
                else f"could not download it ({type(e).__name__})")
         raise _offline_error(name, f"{hub_id}: {why}") from None
-
-def _text_col(cols) -> str:
-    col = next((c for c in TEXT_COLUMNS if c in cols), None)
-    if col is None:
-        raise DataError(f"no text column among {', '.join(cols)}; expected one of {', '.join(TEXT_COLUMNS)}")
-    return col
 
 def build_hub(name: str) -> tuple[dict[str, list[str]], dict]:
     S = load_settings()
@@ -78,14 +75,14 @@ def build_hub(name: str) -> tuple[dict[str, list[str]], dict]:
         stream = load_hub(name, hub_id, split="train", streaming=True)
         docs, total = [], 0
         for row in stream:                      # the dataset's own order: deterministic and cheap to stop early
-            t = row[_text_col(row.keys())]
+            t = row[text_column(row.keys(), hub_id)]
             docs.append(t)
             total += len(t)
             if total >= budget / 0.96:
                 break   # hashing keeps ~96 % in train
         return hash_split(docs), {"sources": [hub_id], "train_char_budget": budget}
     dd = load_hub(name, hub_id)
-    col = _text_col(next(iter(dd.values())).column_names)
+    col = text_column(next(iter(dd.values())).column_names, hub_id)
     alias = {"train": "train", "validation": "validation", "valid": "validation", "dev": "validation", "test": "test"}
     if name == "wikitext103":
         splits = {alias[s]: wikitext_articles(dd[s][col]) for s in dd if s in alias}

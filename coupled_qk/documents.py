@@ -13,7 +13,8 @@ from .settings import load_settings, UserError, writable_dir
 # %% auto #0
 __all__ = ['SPLITS', 'TEXT_COLUMNS', 'DataError', 'warn', 'doc_hash', 'split_of', 'hash_split', 'fingerprint',
            'cap_docs', 'wikitext_articles', 'pubmed_json_abstracts', 'blank_line_documents', 'data_dir', 'file_sha256',
-           'quiet_datasets', 'shared_sample', 'local_files', 'check_text', 'read_local_corpus', 'check_splits']
+           'quiet_datasets', 'shared_sample', 'local_files', 'check_text', 'load_local', 'text_column',
+           'read_local_corpus', 'check_splits']
 
 # %% ../nbs/03a_documents.ipynb #b38a3a11
 class DataError(UserError):
@@ -214,9 +215,27 @@ def _has_blank_line(f: Path) -> bool:
     with open(f, encoding="utf-8", errors="replace") as fh:
         return bool(re.search(r"\S[^\n]*\n[ \t\r]*\n[ \t\r]*\S", fh.read()))
 
+def load_local(f: Path, builder: str, cache_dir: Path | None = None, **kw):
+    """A local file through datasets' `builder`, its Arrow cache keyed by the file's content (an edited file is never
+    served from a stale cache); unreadable, one line."""
+    try:
+        st = f.stat()
+        key = file_sha256(str(f), st.st_size, st.st_mtime_ns)[:16]
+        cache = Path(cache_dir or data_dir() / "hf_cache") / "local" / key
+        return quiet_datasets().load_dataset(builder, data_files=str(f), split="train", cache_dir=str(cache), **kw)
+    except Exception as e:
+        raise DataError(f"{f}: could not be read as {builder} "
+                        f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+
+def text_column(cols, where) -> str:
+    "The first of TEXT_COLUMNS among `cols` (a dataset's, read from `where`); none, one line."
+    col = next((c for c in TEXT_COLUMNS if c in cols), None)
+    if col is None:
+        raise DataError(f"{where}: no text column; expected one of {', '.join(TEXT_COLUMNS)}, found {', '.join(cols)}")
+    return col
+
 def _read_file_docs(f: Path, style: str, cache_dir: Path | None = None) -> list[str]:
     "Documents of one local file, read through datasets' local builders (or the PubMedQA parser)."
-    datasets = quiet_datasets()
     builder = _EXT_BUILDER[f.suffix]
     if builder != "parquet":
         check_text(f)
@@ -232,19 +251,8 @@ def _read_file_docs(f: Path, style: str, cache_dir: Path | None = None) -> list[
         if style == "paragraph" and _has_blank_line(f):
             return blank_line_documents(f.read_text(encoding="utf-8-sig"))
         kw = dict(sample_by="line")
-    try:
-        # the Arrow cache is keyed by the file's content, so an edited file is never served from a stale cache
-        st = f.stat()
-        key = file_sha256(str(f), st.st_size, st.st_mtime_ns)[:16]
-        cache = Path(cache_dir or data_dir() / "hf_cache") / "local" / key
-        ds = datasets.load_dataset(builder, data_files=str(f), split="train", cache_dir=str(cache), **kw)
-    except Exception as e:
-        raise DataError(f"{f}: could not be read as {builder} "
-                        f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
-    col = next((c for c in TEXT_COLUMNS if c in ds.column_names), None)
-    if col is None:
-        raise DataError(f"{f}: no text column; expected one of {', '.join(TEXT_COLUMNS)}, "
-                        f"found {', '.join(ds.column_names)}")
+    ds = load_local(f, builder, cache_dir, **kw)
+    col = text_column(ds.column_names, f)
     rows = list(ds[col])
     bad = next((i for i, r in enumerate(rows) if r is not None and not isinstance(r, str)), None)
     if bad is not None:

@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from .attention import VARIANTS
 from .model import GPT, PRESETS, n_params, coupling_params
-from .documents import DataError, data_dir, doc_hash, file_sha256, quiet_datasets
+from .documents import DataError, doc_hash, load_local
 from .corpora import load_hub, check_corpus
 from .tokens import get_tokenizer, check_tokenizer
 from .settings import load_settings, ConfigError, check_choice, check_fields, check_number
@@ -62,19 +62,10 @@ GLUE_FILE_TYPES = {".tsv": "csv", ".csv": "csv", ".jsonl": "json", ".json": "jso
 
 def _glue_rows(path: Path) -> list[dict]:
     "The rows of a local GLUE file, read through datasets' builders (tsv/csv, JSON lines, parquet)."
-    datasets = quiet_datasets()
     # GLUE's tsv files hold bare quotes, and sentences such as "NA" must stay text: no quoting, no NaN parsing
     tsv = dict(delimiter="\t", quoting=csv.QUOTE_NONE) if path.suffix == ".tsv" else {}
     kw = dict(keep_default_na=False, na_filter=False, **tsv) if GLUE_FILE_TYPES[path.suffix] == "csv" else {}
-    st = path.stat()
-    cache = data_dir() / "hf_cache" / "local" / file_sha256(str(path), st.st_size, st.st_mtime_ns)[:16]
-    try:
-        ds = datasets.load_dataset(GLUE_FILE_TYPES[path.suffix], data_files=str(path), split="train",
-                                   cache_dir=str(cache), **kw)
-    except Exception as e:
-        raise DataError(f"{path}: could not be read as {GLUE_FILE_TYPES[path.suffix]} ({type(e).__name__}: "
-                        f"{str(e).splitlines()[0][:200]})") from None
-    return list(ds)
+    return list(load_local(path, GLUE_FILE_TYPES[path.suffix], **kw))
 
 def _glue_file(root: Path, task: GlueTask, split: str) -> Path:
     """The local file of `task`'s `split` under `root`: GLUE's layout (SST-2/dev.tsv) or the hub's names
