@@ -218,10 +218,10 @@ def _has_blank_line(f: Path) -> bool:
 def load_local(f: Path, builder: str, cache_dir: Path | None = None, **kw):
     """A local file through datasets' `builder`, its Arrow cache keyed by the file's content (an edited file is never
     served from a stale cache); unreadable, one line."""
+    st = f.stat()
+    key = file_sha256(str(f), st.st_size, st.st_mtime_ns)[:16]
+    cache = Path(cache_dir or data_dir() / "hf_cache") / "local" / key      # data_dir's own refusal stays its own
     try:
-        st = f.stat()
-        key = file_sha256(str(f), st.st_size, st.st_mtime_ns)[:16]
-        cache = Path(cache_dir or data_dir() / "hf_cache") / "local" / key
         return quiet_datasets().load_dataset(builder, data_files=str(f), split="train", cache_dir=str(cache), **kw)
     except Exception as e:
         raise DataError(f"{f}: could not be read as {builder} "
