@@ -6,8 +6,10 @@ intervals, Welch's test and Hedges' g, variance tests, Holm's correction, and th
 
 # %% ../nbs/07a_comparisons.ipynb #8019144e
 from __future__ import annotations
+import gc
 import math
 import warnings
+from unittest import mock
 import numpy as np
 import pandas as pd
 from scipy import stats, special
@@ -185,7 +187,8 @@ def holm(pvalues) -> np.ndarray:
         raise ValueError(f"p-values must lie in [0, 1]; got {p[(p < 0) | (p > 1)]}")
     out, ok = np.full_like(p, np.nan), ~np.isnan(p)
     if ok.any():
-        out[ok] = multipletests(p[ok], method="holm")[1]
+        with mock.patch.object(gc, "collect", lambda *a: 0):   # its holm branch runs a full gc.collect() per call
+            out[ok] = multipletests(p[ok], method="holm")[1]
     return out
 
 # %% ../nbs/07a_comparisons.ipynb #bdde7510
