@@ -60,7 +60,7 @@ def test_smoke_pipeline_without_shared_data_then_redrawn(tmp_path, monkeypatch):
         assert len(steps) == len(set(steps)), m
     # --redraw with the runs folder gone: nothing trains, and the summaries alone give the same tables
     tables = {p: p.read_bytes() for p in (figs / "smoke").rglob("*.csv")}
-    rep2 = reproduce(made, scale="smoke", redraw=True, runs_dir=tmp_path / "empty-runs", figures_dir=figs,
+    rep2 = reproduce(made, scale="smoke", jobs=2, redraw=True, runs_dir=tmp_path / "empty-runs", figures_dir=figs,
                      log=lambda *a: None)
     assert rep2.executed == [] and len(rep2.cached) == n
     assert {p: p.read_bytes() for p in (figs / "smoke").rglob("*.csv")} == tables
@@ -213,7 +213,8 @@ def test_committed_tables_redraw_identically(scale, tmp_path):
     if missing:                   # the registry holds a design whose runs are still being trained and committed
         pytest.skip(f"figures/{scale} is mid-regeneration: {len(missing)} of {len(planned)} runs the registry plans for "
                     f"{', '.join(made)} have no committed summary yet (e.g. {missing[0]})")
-    rep = reproduce(made, scale=scale, redraw=True, runs_dir=tmp_path / "no-runs", figures_dir=figs, log=lambda *a: None)
+    rep = reproduce(made, scale=scale, jobs=2, redraw=True, runs_dir=tmp_path / "no-runs", figures_dir=figs,
+                    log=lambda *a: None)
     assert rep.executed == []
     assert any(k.suffix == ".csv" for k in tables) and any(k.suffix == ".md" for k in tables), tables
     changed = {str(k): ["not redrawn"] if not (figs / k).is_file() else
