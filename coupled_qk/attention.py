@@ -350,10 +350,7 @@ class DifferentialAttention(nn.Module):
         return self.norm_heads(y, gain).flatten(2)
 
 # %% ../nbs/01_attention.ipynb #0f04bcf4
-ATTENTION = {"standard": CausalSelfAttention, "hamiltonian": CausalSelfAttention, "euler": CausalSelfAttention,
-             "mlp_only": CausalSelfAttention, "differential": DifferentialAttention,
-             "coupled_differential": DifferentialAttention, "invertible": CausalSelfAttention,
-             "invertible_differential": DifferentialAttention}
+ATTENTION = {v: DifferentialAttention if v in DIFFERENTIAL else CausalSelfAttention for v in VARIANTS}
 
 def build_attention(cfg: AttentionConfig, d_model: int, n_heads: int, layer_idx: int = 0) -> nn.Module:
     "The attention layer for `cfg.variant`."

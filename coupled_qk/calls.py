@@ -10,16 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from .settings import load_settings, UserError
 from .provenance import atomic_write, read_state
-from .registry import KINDS, Run, run_dir
+from .registry import Run, run_dir
 from .executors import Checkpointable, distributed_env, shield_requeue
 
 # %% auto #0
-__all__ = ['EXPERIMENTS', 'glue_dir_for', 'nbs_dir', 'experiment_config', 'typed_config', 'trainer', 'train_seconds',
-           'RunCall', 'portable', 'write_summary', 'NotebookFailed', 'run_notebook']
+__all__ = ['glue_dir_for', 'nbs_dir', 'experiment_config', 'typed_config', 'trainer', 'train_seconds', 'RunCall',
+           'portable', 'write_summary', 'NotebookFailed', 'run_notebook']
 
 # %% ../nbs/09b_calls.ipynb #f5494ded
-EXPERIMENTS = {k: f"experiments/{k}.ipynb" for k in KINDS}     # the same trainers, by hand (papermill)
-
 def glue_dir_for() -> Path | None:
     "Where GLUE comes from at the small scales: `local_glue`, else the shared samples; None = nowhere here."
     st = load_settings()

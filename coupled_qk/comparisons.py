@@ -19,9 +19,9 @@ from .power import detectable_sd_ratio, mde
 
 # %% auto #0
 __all__ = ['COMPARE_COLUMNS', 'PAIRED_COLUMNS', 'finite', 'describe', 'fmt_mean_std', 'welch', 'hedges_j',
-           'effect_size', 'hedges_g', 'relative_change_ci', 'variance_ratio_test', 'sd_ratio_test', 'holm',
-           'comparison_groups', 'compare', 'mean_test', 'paired_test', 'pair', 'compare_paired', 'steps_test',
-           'mcnemar', 'doc_bootstrap_rel_change']
+           'effect_size', 'relative_change_ci', 'variance_ratio_test', 'sd_ratio_test', 'holm', 'comparison_groups',
+           'compare', 'mean_test', 'paired_test', 'pair', 'compare_paired', 'steps_test', 'mcnemar',
+           'doc_bootstrap_rel_change']
 
 # %% ../nbs/07a_comparisons.ipynb #744a14f7
 def finite(x) -> np.ndarray:
@@ -89,10 +89,6 @@ def effect_size(a, b) -> dict:
         return {**nan, "pooled_sd": 0.0}
     d = float((b.mean() - a.mean()) / sp)
     return dict(cohens_d=d, hedges_g=hedges_j(nu) * d, pooled_sd=sp)
-
-def hedges_g(a, b) -> float:
-    "Hedges' g of b against a (bias-corrected Cohen's d); see `effect_size`."
-    return effect_size(a, b)["hedges_g"]
 
 # %% ../nbs/07a_comparisons.ipynb #2f2d880a
 def _rel_change(a, b, axis=-1):

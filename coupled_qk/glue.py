@@ -24,7 +24,7 @@ from .runs import OpenRun, config_hash, from_record, load_checkpoint, open_run
 # %% auto #0
 __all__ = ['GLUE_TASKS', 'GLUE_FILE_TYPES', 'POOLINGS', 'INITS', 'GlueTask', 'GlueSplit', 'load_glue', 'GlueConfig',
            'glue_splits', 'subsample', 'examples_fingerprint', 'encode_pair', 'encode_examples', 'Classifier',
-           'correctness', 'accuracy', 'correct_string', 'read_correct', 'build_classifier', 'finetune']
+           'correctness', 'correct_string', 'read_correct', 'build_classifier', 'finetune']
 
 # %% ../nbs/06_glue.ipynb #4677c113
 @dataclass(frozen=True)
@@ -253,10 +253,6 @@ def correctness(model: Classifier, ids, lens, ys, device, batch_size: int = 128)
         out.append(pred.cpu() == ys[i:i + batch_size])
     model.train(was_training)
     return torch.cat(out)
-
-def accuracy(model: Classifier, ids, lens, ys, device, batch_size: int = 128) -> float:
-    "The fraction of examples the model gets right."
-    return int(correctness(model, ids, lens, ys, device, batch_size).sum()) / len(ids)
 
 def correct_string(correct) -> str:
     "Per-example correctness (bools or 0/1) as a string of '0'/'1', one character per example: `eval_correct`."

@@ -93,38 +93,27 @@ class ArtifactWriter:
         return self.dir
 
 # %% ../nbs/08_plots.ipynb #626b077f
-def curve_plot(df: pd.DataFrame, x: str, y: str, hue: str = "variant", ax=None, logy: bool = False,
-               xlabel: str | None = None, ylabel: str | None = None, title: str | None = None):
-    "Mean ± sd over seeds of y against x, one line per `hue` (long df with a 'seed' column), variants by display name."
+def curve_plot(df: pd.DataFrame, x: str, y: str, ax=None, xlabel: str | None = None, ylabel: str | None = None,
+               title: str | None = None):
+    "Mean ± sd over seeds of y against x, one line per variant (long df with a 'seed' column), by display name."
     ax = ax or plt.subplots(figsize=(6, 4))[1]
-    order = variant_order(df[hue]) if hue == "variant" else None
-    sns.lineplot(df, x=x, y=y, hue=hue, hue_order=order, errorbar="sd", ax=ax,
-                 palette=PALETTE if hue == "variant" else None)
-    if hue == "variant" and ax.get_legend() is not None:
+    sns.lineplot(df, x=x, y=y, hue="variant", hue_order=variant_order(df["variant"]), errorbar="sd", ax=ax,
+                 palette=PALETTE)
+    if ax.get_legend() is not None:
         h, l = ax.get_legend_handles_labels()
         ax.legend(h, [LABELS.get(name, name) for name in l])
-    if logy:
-        ax.set_yscale("log")
     ax.set(xlabel=xlabel or x, ylabel=ylabel or y, title=title)
     return ax
 
-def bar_plot(df: pd.DataFrame, y: str, x: str = "variant", ax=None, ylabel: str | None = None,
-             title: str | None = None, ref: float | None = None, ref_label: str | None = None,
-             xlabel: str | None = None):
-    """Mean ± sd of `y` per `x` as bars, with each seed as a dot; `ref` draws a horizontal reference line.
-    With x = "variant" the bars are named by their display names (`LABELS`) and the axis by none (`xlabel`)."""
+def bar_plot(df: pd.DataFrame, y: str, ax=None, ylabel: str | None = None, title: str | None = None):
+    "Mean ± sd of `y` per variant as bars named by their display names (`LABELS`), with each seed as a dot."
     ax = ax or plt.subplots(figsize=(6, 4))[1]
-    order = variant_order(df[x]) if x == "variant" else sorted(df[x].unique())
-    pal = PALETTE if x == "variant" else None
-    sns.barplot(df, x=x, y=y, order=order, errorbar="sd", ax=ax, palette=pal, hue=x if pal else None,
+    order = variant_order(df["variant"])
+    sns.barplot(df, x="variant", y=y, order=order, errorbar="sd", ax=ax, palette=PALETTE, hue="variant",
                 legend=False, alpha=0.8, capsize=0.2)
-    sns.stripplot(df, x=x, y=y, order=order, ax=ax, color="k", size=4)
-    if ref is not None:
-        ax.axhline(ref, ls="--", color="gray", label=ref_label)
-        ax.legend()
-    if x == "variant":
-        ax.set_xticks(range(len(order)), [LABELS.get(v, v) for v in order])
-    ax.set(xlabel=xlabel if xlabel is not None else ("" if x == "variant" else x), ylabel=ylabel or y, title=title)
+    sns.stripplot(df, x="variant", y=y, order=order, ax=ax, color="k", size=4)
+    ax.set_xticks(range(len(order)), [LABELS.get(v, v) for v in order])
+    ax.set(xlabel="", ylabel=ylabel or y, title=title)
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")   # long names: no overlap
     return ax
 
