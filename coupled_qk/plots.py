@@ -76,7 +76,7 @@ class ArtifactWriter:
         for r in recs:
             if r.get("run_id") and r["run_id"] not in self.runs:
                 self.runs.append(r["run_id"])
-            if r.get("corpus") and r.get("corpus_fingerprint"):
+            if isinstance(r.get("corpus"), str) and isinstance(r.get("corpus_fingerprint"), str):   # not NaN
                 self.fingerprints[r["corpus"]] = r["corpus_fingerprint"]
                 self.versions[r["corpus"]] = run_versions(r)
     def note(self, text: str): self.notes.append(text)
