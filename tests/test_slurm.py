@@ -208,7 +208,7 @@ def test_preemption_then_time_limit_requeue_and_resume_exactly(cluster, tmp_path
     first = ckpt.stat().st_mtime_ns                   # the preempted attempt writes nothing after its requeue
     wait(lambda: ckpt.stat().st_mtime_ns != first, "a checkpoint from its second attempt")
     _end_soon(h.job_id)
-    wait(lambda: _logs(folder, h.job_id).count("Caught signal") == 2, "the time limit's signal")
+    wait(lambda: _logs(folder, h.job_id).count("Requeued job") == 2, "the requeue at its time limit")   # stdout only
     _sh("scontrol", "update", f"JobId={h.job_id}", "TimeLimit=10", check=False)   # its third attempt runs to the end
     while not (h.done() and full.done()) and time.time() - t < 1200:
         time.sleep(1)
