@@ -353,6 +353,24 @@ def _git(*args):
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
 
 
+def _strict(constant):
+    raise ValueError(f"{constant} is not JSON")
+
+
+@pytest.mark.parametrize("scale", _committed_scales())
+def test_committed_artifacts_were_drawn_by_one_clean_revision(scale):
+    """Every committed artifact of `scale` names, in its provenance.json (strict JSON: no NaN), one and the same clean
+    git revision of this repository's history: no table was drawn by a mix of code versions or by uncommitted code."""
+    provs = {p.parent.name: json.loads(p.read_text(), parse_constant=_strict)
+             for p in sorted((ROOT / "figures" / scale).glob("*/provenance.json"))}
+    revs = {a: p["git"] for a, p in provs.items()}
+    assert len(set(revs.values())) == 1, f"the artifacts of figures/{scale} name several revisions: {revs}"
+    rev = next(iter(revs.values()))
+    assert rev != "unknown" and not rev.endswith("+dirty"), rev
+    if _git("rev-parse", "--is-shallow-repository").stdout.strip() != "true":
+        assert _git("merge-base", "--is-ancestor", rev, "HEAD").returncode == 0, f"{rev} is not in HEAD's history"
+
+
 # (artifact, the design's file, the marker whose first commit is the design's (None: the commit that added the file),
 # the stage of the artifact's runs it pre-registers (None: every run))
 PREREGISTERED = [("replication", "nbs/paper/15_replication.ipynb", None, None),
