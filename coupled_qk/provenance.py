@@ -187,12 +187,13 @@ def _numpy_blas() -> str | None:
         return None
 
 def _threadpools() -> list[str] | None:
-    "The BLAS/OpenMP libraries loaded in this process and their threads, where threadpoolctl is installed."
+    """The BLAS/OpenMP libraries loaded in this process and their threads, where threadpoolctl is installed, sorted:
+    the order they were loaded in varies from process to process, and a provenance file should not."""
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
         return None
-    return [f"{p['internal_api']} {p.get('version')} ({p['num_threads']} threads)" for p in threadpool_info()]
+    return sorted(f"{p['internal_api']} {p.get('version')} ({p['num_threads']} threads)" for p in threadpool_info())
 
 @functools.cache
 def _environment() -> dict:
