@@ -5,7 +5,7 @@ side by side in one run: variants interleaved over repeats, medians, and ratios 
 
 # %% ../nbs/12_bench.ipynb #0353a6b7
 from __future__ import annotations
-import json, os, random, resource, subprocess, sys, time
+import contextlib, json, os, random, resource, subprocess, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,7 +13,7 @@ import torch
 from .attention import VARIANTS
 from .counters import count_step
 from .model import GPT, PRESETS, model_config, n_params
-from .settings import check_number, resolve_device
+from .settings import check_choice, check_number, resolve_device
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -41,21 +41,17 @@ class BenchConfig:
         self.shapes, self.variants, self.modes = tuple(self.shapes), tuple(self.variants), tuple(self.modes)
         for kind, values, valid in (("shape", self.shapes, tuple(PRESETS)), ("variant", self.variants, VARIANTS),
                                     ("mode", self.modes, MODES)):
-            bad = [v for v in values if v not in valid]
-            if bad:
-                raise ValueError(f"unknown {kind} {bad[0]!r}; valid: {', '.join(valid)}")
+            for v in values:
+                check_choice(kind, v, valid)
         if "standard" not in self.variants:
             raise ValueError("variants must include 'standard': every ratio is taken against it")
-        for k in ("repeats", "steps", "n_steps"):
-            check_number(k, getattr(self, k), 1, integer=True)
-        for k in ("warmup", "seed"):
-            check_number(k, getattr(self, k), 0, integer=True)
+        for k, low in (("repeats", 1), ("steps", 1), ("n_steps", 1), ("warmup", 0), ("seed", 0)):
+            check_number(k, getattr(self, k), low, integer=True)
         for k in ("batch", "seq_len"):
             for shape, v in getattr(self, k).items():
                 check_number(k, v, 1, integer=True)
 
-# (batch, sequence) per shape on CPU and on CUDA, one entry for every preset. CPU: the cpu shape at the cpu
-# scale's batch 32, the paper shapes at sequence 256.
+# one entry for every preset; CPU: the cpu shape at the cpu scale's batch 32, the paper shapes at sequence 256
 DEFAULT_BATCH = {"cpu": {"smoke": 8, "cpu": 32, "small": 32, "paper-60m": 2, "paper-150m": 1, "paper-350m": 1},
                  "cuda": {"smoke": 64, "cpu": 64, "small": 64, "paper-60m": 16, "paper-150m": 8, "paper-350m": 4}}
 DEFAULT_SEQ = {"cpu": {"smoke": 64, "cpu": 128, "small": 128, "paper-60m": 256, "paper-150m": 256, "paper-350m": 256},
@@ -95,39 +91,29 @@ def memory_bandwidth(device: torch.device, dtype=torch.float32, n: int | None = 
 # %% ../nbs/12_bench.ipynb #7da368e4
 def _bs(cfg: BenchConfig, shape: str, device) -> tuple[int, int]:
     kind = "cuda" if device.type == "cuda" else "cpu"
-    batch = cfg.batch[shape] if shape in cfg.batch else DEFAULT_BATCH[kind][shape]
-    return batch, cfg.seq_len[shape] if shape in cfg.seq_len else DEFAULT_SEQ[kind][shape]
+    return cfg.batch.get(shape, DEFAULT_BATCH[kind][shape]), cfg.seq_len.get(shape, DEFAULT_SEQ[kind][shape])
 
-def _proc_status_kb(field: str) -> int | None:
-    try:
+def _rss_bytes(field: str) -> int:
+    "A /proc/self/status size in bytes; where there is none, the peak resident set getrusage reports."
+    with contextlib.suppress(OSError):
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        return None
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 def cpu_peak_reset() -> int:
     "Reset this process's peak resident set to its current size (Linux) and return the current size in bytes."
-    try:
+    with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")     # 5: reset VmHWM to the current RSS
-    except OSError:
-        pass
     return _rss_bytes("VmRSS")
 
 def cpu_peak() -> int:
     "Peak resident set of this process in bytes since the last `cpu_peak_reset` (Linux), else since start."
     return _rss_bytes("VmHWM")
 
-def _rss_bytes(field: str) -> int:
-    "A /proc/self/status size in bytes; where there is none, the peak resident set getrusage reports."
-    kb = _proc_status_kb(field)
-    return kb * 1024 if kb is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
 def measure(shape: str, variant: str, mode: str, batch: int, seq: int, warmup: int, steps: int,
             n_steps: int = 1, device: str = "cpu", seed: int = 0) -> dict:
-    """Time `steps` training steps of one model; return tokens/s, peak memory, and `compile_s`: the first warm-up
-    step's time less a steady step's (in compile modes the compilation; in eager, first-call overhead; NaN
-    without warm-up, when the first timed step carries it)."""
+    "Time `steps` training steps of one model: tokens/s, peak memory, `compile_s` (see the text; NaN without warm-up)."
     dev = torch.device(device)
     torch.manual_seed(seed)
     if dev.type == "cuda":
@@ -142,8 +128,7 @@ def measure(shape: str, variant: str, mode: str, batch: int, seq: int, warmup: i
     cfg = model_config(shape, variant, n_steps=n_steps, seq_len=max(seq, 1))
     model = GPT(cfg).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), fused=dev.type == "cuda")
-    x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
-    y = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev)
+    x, y = (torch.randint(0, cfg.vocab_size, (batch, seq), device=dev) for _ in range(2))
     fwd = torch.compile(model) if "compile" in mode else model
     amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled="bf16" in mode)
 
@@ -175,7 +160,6 @@ def measure(shape: str, variant: str, mode: str, batch: int, seq: int, warmup: i
                 tokens_per_s=batch * seq * steps / elapsed, step_s=elapsed / steps, peak_mem_mb=peak / 2**20,
                 compile_s=first_s - elapsed / steps)
 
-# %% ../nbs/12_bench.ipynb #bfdbec08
 def free_memory(device: torch.device) -> int:
     "Bytes free on `device`: CUDA's free memory, or the machine's available physical memory."
     if device.type == "cuda":
@@ -183,8 +167,7 @@ def free_memory(device: torch.device) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 def check_memory(cfg: BenchConfig, device: torch.device, free: int | None = None) -> None:
-    """Refuse, before anything is measured, a shape whose attention scores of one layer alone (batch × heads ×
-    seq_len², float32: what the reference and Differential paths hold) exceed the memory free on `device`."""
+    "Refuse, before measuring, a shape whose one layer's float32 attention scores (B·H·T²) exceed the free memory."
     free = free_memory(device) if free is None else free
     for shape in cfg.shapes:
         b, t = _bs(cfg, shape, device)
@@ -225,7 +208,6 @@ def run_bench(cfg: BenchConfig, progress: bool = True) -> pd.DataFrame:
         flops.update({(shape, v): f for v, f in counted.items()})
         for mode in cfg.modes:
             for r in range(cfg.repeats):
-                # the matmul peak and memory bandwidth (MFU's denominator; the roofline's rates): best of the repeats
                 dtype = torch.bfloat16 if "bf16" in mode else torch.float32
                 peaks[mode] = max(peaks.get(mode, 0.0), matmul_peak(dev, dtype))
                 bandwidths[mode] = max(bandwidths.get(mode, 0.0), memory_bandwidth(dev, dtype))

@@ -38,7 +38,6 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
               live_peak_mb=("live_peak_mb", "first"), mfu=("mfu", "median"), step_s=("step_s", "median"),
               compile_s=("compile_s", "median"),
               gbytes_per_step=("bytes_per_step", lambda b: b.iloc[0] / 1e9)).reset_index()
-    # the roofline: what runs (run FLOPs, bytes of the eager implementation) at this run's best rates
     rates = ["run_flops_per_step", "bytes_per_step", "matmul_peak_tflops", "mem_bw_gbs"]
     first = g[rates].first().reset_index(drop=True)
     s["roofline_s"] = roofline_seconds(first.run_flops_per_step, first.bytes_per_step,
@@ -46,14 +45,12 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     s["roofline_util"] = s.roofline_s / s.step_s      # the fraction of the hardware's limit a variant reaches
     std = s[s.variant == "standard"].set_index(["shape", "mode"])
     key = list(zip(s["shape"], s["mode"]))
-    s["saved_ratio"] = s.saved_mb.values / std.loc[key, "saved_mb"].values
-    s["live_peak_ratio"] = s.live_peak_mb.values / std.loc[key, "live_peak_mb"].values
-    s["flops_ratio"] = s.gflops_per_step.values / std.loc[key, "gflops_per_step"].values
-    s["run_flops_ratio"] = s.run_gflops_per_step.values / std.loc[key, "run_gflops_per_step"].values
+    for name, col in (("saved_ratio", "saved_mb"), ("live_peak_ratio", "live_peak_mb"),
+                      ("flops_ratio", "gflops_per_step"), ("run_flops_ratio", "run_gflops_per_step")):
+        s[name] = s[col].values / std.loc[key, col].values
     s["flop_limit"] = 1 / s.flops_ratio      # tokens/s ratio if every FLOP cost what standard's cost
     s["bytes_ratio"] = s.gbytes_per_step.values / std.loc[key, "gbytes_per_step"].values
     s["roofline_limit"] = std.loc[key, "roofline_s"].values / s.roofline_s.values   # tokens/s ratio at the roofline
-    # the ratios to standard, paired by repeat, with their intervals (next section)
     by = ["shape", "mode", "variant"]
     speed = paired_intervals(df, "tokens_per_s").rename(columns=dict(ratio="tokens_per_s_ratio", mde="speed_mde"))
     mem = paired_intervals(df, "peak_mem_mb").drop(columns=["pairs", "mde"])
@@ -63,7 +60,6 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         s[name] = s[ratio] / s.flop_limit
         s[name.replace("of_limit", "of_roofline")] = s[ratio] / s.roofline_limit
     s = s.drop(columns=["lo", "hi"])
-    # memory is ruled on the exact live peak where it was counted (one number, its own interval), else on the RSS
     live = s.live_peak_ratio.notna()
     mem_lo = s.live_peak_ratio.where(live, s.peak_mem_ratio_lo)
     mem_hi = s.live_peak_ratio.where(live, s.peak_mem_ratio_hi)
@@ -78,10 +74,8 @@ SPEED_TARGET, MEMORY_TARGET = 0.97, 1.05     # of the FLOP limit; × standard's 
 ROOFLINE_TARGET = 0.95                       # of the roofline limit
 
 def paired_intervals(df: pd.DataFrame, column: str, confidence: float = 0.95) -> pd.DataFrame:
-    """Per (shape, mode, variant): the number of repeats paired with standard's, the ratio of `column` to
-    standard's (the geometric mean over repeats), its t interval and its minimum detectable change."""
+    "Per (shape, mode, variant): the repeats paired with standard's, the ratio of `column` to it, its t interval, MDE."
     import pandas as pd
-
     from coupled_qk.comparisons import mean_test
     key = ["shape", "mode", "repeat"]
     std = df[df.variant == "standard"].set_index(key)[column]
@@ -135,8 +129,7 @@ def write_summary(summary, out: Path, prov: dict) -> Path:
     return out
 
 def summarize_raw(raw: Path, command: str) -> Path:
-    """Summarize a run's raw.csv again, with this code's `summarize`, without measuring: summary.csv and summary.md
-    beside it are rewritten, and its provenance.json keeps the measurement's record and adds this one."""
+    "Summarize a run's raw.csv again with this code's `summarize`, without measuring (see the text)."
     import pandas as pd
     raw = Path(raw)
     prov_file = raw.with_name("provenance.json")

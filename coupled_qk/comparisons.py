@@ -323,8 +323,7 @@ def _steps(x, name) -> np.ndarray:
     return x
 
 def steps_test(steps_a, steps_b) -> dict:
-    """Steps (or tokens) to a threshold of runs of a and b, a run that never reached it (nan or inf) censored at +inf:
-    medians, how many reached it, Mann–Whitney U of b against a with its two-sided p, and P(b sooner than a)."""
+    "Steps to a threshold of runs of a and b (never: nan or inf, censored at +inf): Mann–Whitney U of b against a."
     a, b = _steps(steps_a, "steps_a"), _steps(steps_b, "steps_b")
     out = dict(n_a=len(a), n_b=len(b), reached_a=int(np.isfinite(a).sum()), reached_b=int(np.isfinite(b).sum()),
                median_a=float(np.median(a)), median_b=float(np.median(b)), u=math.nan, p=math.nan,
@@ -346,8 +345,7 @@ def _correct(x, name) -> np.ndarray:
     return x.astype(bool)
 
 def mcnemar(correct_a, correct_b, confidence: float = 0.95) -> dict:
-    """McNemar's exact test of b against a on the same examples (statsmodels): b_ = a right and b wrong, c = a wrong
-    and b right; the binomial test of c of b_ + c at 1/2, and acc_b - acc_a = (c - b_)/n with its Agresti–Min CI."""
+    "McNemar's exact test of b against a on the same examples, and acc_b - acc_a with its Agresti–Min interval."
     a, b = _correct(correct_a, "correct_a"), _correct(correct_b, "correct_b")
     if a.shape != b.shape:
         raise ValueError(f"correct_a and correct_b must score the same examples; got lengths {len(a)} and {len(b)}")
@@ -368,9 +366,7 @@ def _ppl_ratio(la, ta, lb, tb, axis=-1):
 
 def doc_bootstrap_rel_change(loss_a, tok_a, loss_b, tok_b, n_boot: int = 10_000, seed: int = 0,
                              confidence: float = 0.95) -> dict:
-    """Relative change in perplexity of b against a over the same documents, with its percentile bootstrap interval
-    over documents: per-document summed losses and token counts, shape (docs,) or (seeds, docs); one draw of documents
-    serves both models and every seed. The change is the mean over seeds of ppl_b/ppl_a - 1 (a fraction)."""
+    "Relative change in perplexity of b against a (a fraction) with its bootstrap interval over documents (see text)."
     arrs = [np.asarray(x, dtype=float) for x in (loss_a, tok_a, loss_b, tok_b)]
     for x, name in zip(arrs, ("loss_a", "tok_a", "loss_b", "tok_b")):
         if x.ndim not in (1, 2) or x.shape != arrs[0].shape:

@@ -23,9 +23,7 @@ __all__ = ['as_reference', 'count_cpu_flash_attention', 'train_step_flops', 'sav
 # %% ../nbs/12a_counters.ipynb #73e47e24
 @contextmanager
 def as_reference(model: torch.nn.Module):
-    """Inside the block `model` computes what its equations say and nothing more: every dynamics or coupling as
-    plain autograd (not fused, nothing recomputed) and attention through its explicit maps, softmax(QKᵀ)V, and
-    Differential's (A1 − λA2)V. (Its flash calls, like the reference's, score each map twice, once per half of V.)"""
+    "Inside the block `model` computes what its equations say and nothing more (see the text)."
     dyn = [m for m in model.modules() if isinstance(m, (CoupledDynamics, InvertibleCoupling))]
     attn = [m for m in model.modules() if isinstance(m, (CausalSelfAttention, DifferentialAttention))]
     saved = [(m.fused, m.recompute) for m in dyn]
@@ -42,8 +40,7 @@ def as_reference(model: torch.nn.Module):
             del m.forward
 
 def count_cpu_flash_attention():
-    """Teach FlopCounterMode SDPA's CPU flash kernel (torch counts only the CUDA kernels, so on CPU every attention
-    FLOP went uncounted): the same formulas as for the CUDA flash kernel, the full T×T as torch counts it there."""
+    "Teach FlopCounterMode SDPA's CPU flash kernel, with the formulas torch uses for its CUDA flash kernel."
     from torch.utils.flop_counter import flop_registry, register_flop_formula, sdpa_backward_flop_count, sdpa_flop_count
     fwd, bwd = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu, \
         torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
@@ -62,8 +59,7 @@ def train_step_flops(model: GPT, x: torch.Tensor, plain: bool = False) -> int:
     return fc.get_total_flops()
 
 def saved_bytes(model: GPT, x: torch.Tensor) -> int:
-    """Bytes autograd keeps from one forward pass for the backward: the distinct storages it saves, weights
-    excepted. Unlike the process's peak memory it is exact and repeatable, and it is what fusing saves."""
+    "Bytes autograd keeps from one forward pass for the backward: the distinct storages it saves, weights excepted."
     weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
     kept: dict[int, int] = {}
 
@@ -82,10 +78,7 @@ def _nbytes(t: torch.Tensor) -> int:
     return min(t.numel() * t.element_size(), t.untyped_storage().nbytes())
 
 class ByteCounter(TorchDispatchMode):
-    """Bytes moved by the byte-bound ops that run inside the block: for every op that is not matmul-like, the bytes of
-    its tensor inputs (read) and of its outputs and the inputs it mutates (written). Matmul-like means that
-    FlopCounterMode counts its FLOPs (mm, bmm, addmm, baddbmm, convolutions, the SDPA kernels): those are the
-    FLOP-bound ops, the rest are charged their bytes. Views and allocations (`empty*`) move nothing."""
+    "Bytes moved by the byte-bound ops that run inside the block, by op: inputs read, outputs and mutations written."
     def __init__(self):
         super().__init__()
         from torch.utils.flop_counter import flop_registry
@@ -119,8 +112,7 @@ class ByteCounter(TorchDispatchMode):
         return out
 
 def step_bytes(model: GPT, x: torch.Tensor) -> int:
-    """Bytes the byte-bound ops of one training step move (`ByteCounter`), as `measure` runs the step: forward,
-    backward, AdamW and zeroing the gradients, eager. One uncounted step first, so that AdamW's state exists."""
+    "Bytes the byte-bound ops of one training step move (`ByteCounter`), as `measure` runs the step (see the text)."
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), fused=x.device.type == "cuda")
 
     def step():
@@ -133,9 +125,7 @@ def step_bytes(model: GPT, x: torch.Tensor) -> int:
     return bc.total
 
 def live_peak(fn, device: str = "cpu") -> int:
-    """The most bytes of `device` tensors allocated while `fn()` runs and alive at once, less those it freed by
-    then: the highest point of the running sum of the allocator's allocations and frees, read from the profiler's
-    memory events. Exact and repeatable, and blind to what the C allocator (glibc's malloc) keeps in its heaps."""
+    "The most bytes of `device` tensors alive at once while `fn()` runs, from the profiler's memory events."
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -153,8 +143,7 @@ def live_peak(fn, device: str = "cpu") -> int:
 
 def train_live_peak(shape: str, variant: str, batch: int, seq: int, steps: int = 2, n_steps: int = 1,
                     device: str = "cpu", seed: int = 0) -> int:
-    """`live_peak` of what `measure` does: build the model and AdamW, run `steps` training steps (the first
-    allocates AdamW's state). What CUDA's `max_memory_allocated` counts, on any device."""
+    "`live_peak` of what `measure` does: build the model and AdamW, run `steps` training steps."
     def run():
         torch.manual_seed(seed)
         cfg = model_config(shape, variant, n_steps=n_steps, seq_len=max(seq, 1))
@@ -169,10 +158,7 @@ def train_live_peak(shape: str, variant: str, batch: int, seq: int, steps: int =
 
 def count_step(shape: str, variants: list[str], batch: int, seq: int, n_steps: int = 1, device: str = "cpu",
                seed: int = 0) -> dict:
-    """{variant: (model FLOPs, run FLOPs, saved bytes, step bytes, live peak)} of one training step: FLOPs without and
-    with the recomputation that runs, the activations kept for the backward (`saved_bytes`), the bytes its byte-bound
-    ops move (`step_bytes`), and the peak of live tensor bytes of building the model and training it two steps
-    (`train_live_peak`)."""
+    "{variant: (model FLOPs, run FLOPs, saved bytes, step bytes, live peak)} of one training step (see the text)."
     dev, out = torch.device(device), {}
     for v in variants:
         torch.manual_seed(seed)

@@ -57,9 +57,7 @@ STABLE_WITHIN_PCT = math.inf   # an unstable best gives way to the value below i
 
 def choose_setting(df: pd.DataFrame, setting: str, metric: str = "val_ppl", by: str = "variant",
                    avoid_cliff: bool = True, within_pct: float = STABLE_WITHIN_PCT) -> pd.DataFrame:
-    """Per `by`: the `setting` value with the lowest mean `metric` (over seeds), or with `avoid_cliff`, when that best
-    is unstable, the value below it if nearly as good and stable (rule in the text); whether the choice is bracketed,
-    the grid, its mean, sd, n seeds, the better neighbour's margin in %, and the stability columns."""
+    "Per `by`: the `setting` value with the lowest mean `metric`, or the stable one below an unstable best (see text)."
     for c in (setting, metric, by):
         if c not in df.columns:
             raise ValueError(f"column {c!r} not in df; columns: {list(df.columns)}")

@@ -41,10 +41,7 @@ def equivalence_p(d, margin: float = SESOI_PCT) -> float:
 
 def decide(d, claim, sesoi: float = SESOI_PCT, alpha: float = 0.05, power: float = 0.8,
            discriminating: bool = True) -> dict:
-    """The pre-registered rule for one tested row: per-seed effects `d` (paired by seed) against `claim` (the
-    claimed effect, 0 for no difference, or a direction 'lower' / 'higher'), by one-sided t-tests each at `alpha`/2,
-    so that every verdict can be read off the (1 - `alpha`) t interval it returns. Returns the n, mean, sd, that
-    interval, the four p-values, the one-sided MDE at `alpha`/2 and `power`, and the verdict."""
+    "The verdict of one tested row: per-seed effects `d` against `claim` (a number, 'lower' or 'higher'); see the text."
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), e.g. 0.05; got {alpha}")
     d = finite(d)
@@ -84,9 +81,7 @@ def decide(d, claim, sesoi: float = SESOI_PCT, alpha: float = 0.05, power: float
     return out
 
 def gatekeep(places, verdicts) -> list:
-    """The fixed-sequence gate: for rows in the order pre-registered (`places`: 'primary', then 'secondary' rows,
-    then 'exploratory'), whether each is tested at alpha. The primary always is; each secondary only if every
-    tested row before it was decided; an exploratory row never."""
+    "The fixed-sequence gate: whether each row, in its pre-registered order `places`, is tested at alpha (see text)."
     places = list(places)
     if places.count("primary") != 1 or places[0] != "primary" or any(p not in PLACES for p in places):
         raise ValueError(f"places must start with the one 'primary', then 'secondary' / 'exploratory' rows, "
@@ -113,9 +108,7 @@ def newcombe_diff_ci(k_b: int, n_b: int, k_a: int, n_a: int, confidence: float =
 
 def decide_rates(k_b: int, n_b: int, k_a: int, n_a: int, alpha: float = 0.05, power: float = 0.8,
                  claim: str = "higher") -> dict:
-    """Success rates of b (k_b of n_b runs) against a (k_a of n_a) for the claim that b's rate is `claim` ('higher' or
-    'lower') than a's: Boschloo's exact test each way at `alpha`/2, the difference with its Newcombe (1 - `alpha`)
-    interval, the arcsine MDE at `power`, and a verdict from `decide`'s vocabulary (rule in the text)."""
+    "Success rates of b (k_b of n_b runs) against a (k_a of n_a) for the claim that b's rate is `claim`; see the text."
     _check_count(k_b, n_b, "k_b, n_b")
     _check_count(k_a, n_a, "k_a, n_a")
     if claim not in ("higher", "lower"):
@@ -142,9 +135,7 @@ def decide_rates(k_b: int, n_b: int, k_a: int, n_a: int, alpha: float = 0.05, po
 
 # %% ../nbs/07c_decisions.ipynb #07hslo02
 def decide_slope(x, y, sd, n, claim: str = "higher", margin: float = SESOI_PCT, alpha: float = 0.05) -> dict:
-    """The WLS slope of per-size mean effects `y` on `x` (log10 parameters), weights n / sd^2, its se scaled by the
-    residual scatter (df = sizes - 2): the slope, its (1 - `alpha`) interval, the one-sided p toward `claim` ('higher' /
-    'lower') and against it, the TOST p within ±`margin`, and the verdict (rule in the text)."""
+    "The WLS slope of per-size mean effects `y` on `x` (weights n / sd^2): interval, p-values, verdict (see text)."
     import statsmodels.api as sm
     x, y, sd, n = (np.asarray(a, dtype=float) for a in (x, y, sd, n))
     s, nan = _side(claim), math.nan

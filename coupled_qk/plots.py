@@ -37,8 +37,7 @@ def variant_order(present) -> list[str]:
 
 # %% ../nbs/08_plots.ipynb #0addc5a5
 def run_versions(r: dict) -> dict | None:
-    """The sources a run's corpus text was built from: as the run recorded them (an LM run does), else the pinned
-    text's where the run's fingerprint is the pin's (an adaptation run records only the fingerprint), else None."""
+    "The sources a run's corpus was built from: as recorded, else the pin's if the fingerprints match, else None."
     if isinstance(r.get("corpus_versions"), dict):
         return r["corpus_versions"]
     from coupled_qk.embedded import PINS, source_versions

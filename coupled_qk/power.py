@@ -19,8 +19,7 @@ __all__ = ['t_test_power', 'mde', 'one_sided_mde', 'seeds_for_mde', 'tost_power'
 _EPS = float(np.finfo(float).eps)
 
 def t_test_power(es: float, n: int, alpha: float = 0.05, two_sided: bool = True) -> float:
-    """Power of a one-sample t-test of n values at `alpha` when the true mean is `es` standard deviations from 0:
-    statsmodels' `ttest_power`. Two-sided, the far tail counts 0 where boost's noncentral t underflows to nan."""
+    "Power of a one-sample t-test of n values at `alpha` at a true mean `es` sds from 0 (statsmodels; see the text)."
     if not two_sided:
         return float(ttest_power(es, n, alpha, alternative="larger"))
     far = ttest_power(es, n, alpha / 2, alternative="smaller")
@@ -58,8 +57,7 @@ def _check_sd_n(sd, n=None):
         raise ValueError(f"n must be a whole number of paired seeds >= 2; got {n}")
 
 def tost_power(sd: float, n: int, margin: float, alpha: float = 0.025, true_diff: float = 0.0) -> float:
-    """Power of the two one-sided t-tests (each at `alpha`) to show |mean| < `margin`, for n paired values with sd `sd`
-    and true mean `true_diff` (all in one unit); exact, by integrating over the sample sd (see the text)."""
+    "Exact power of TOST (each side at `alpha`) to show |mean| < `margin`: n paired values, sd `sd`, mean `true_diff`."
     _check_sd_n(sd, n)
     if not (np.isfinite(margin) and margin > 0):
         raise ValueError(f"margin must be a finite number > 0 (the equivalence margin, e.g. 2.0 %); got {margin}")
