@@ -67,9 +67,7 @@ def load_hub(name: str, hub_id: str, **kw):
         raise _offline_error(name, f"{hub_id}: {why}") from None
 
 def build_hub(name: str) -> tuple[dict[str, list[str]], dict]:
-    S = load_settings()
-    hub_key, local_key, style = HUB_CORPORA[name]
-    hub_id = getattr(S, hub_key)
+    hub_id = getattr(load_settings(), HUB_CORPORA[name][0])
     if name == "openwebtext":
         budget = _wikitext_train_chars()
         stream = load_hub(name, hub_id, split="train", streaming=True)
@@ -116,34 +114,25 @@ def _local_spec(name: str) -> tuple[str, Path]:
 
 def check_corpus(name: str) -> None:
     "Corpus names are CORPORA, `pydocs@VERSION`, `NAME=PATH` or a path; anything else is a one-line ConfigError."
-    if name in CORPORA:
-        return
     if "=" in name:
         _local_spec(name)
-        return
-    if "/" in name or Path(name).expanduser().exists():
-        return
-    if "@" in name:
+    elif name not in CORPORA and "/" not in name and not Path(name).expanduser().exists():
+        if "@" not in name:
+            raise ConfigError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, pydocs@VERSION, NAME=PATH or a "
+                              "path", "corpus")
         embedded_packages(name)                  # a one-line DataError unless the name takes a version
-        return
-    raise ConfigError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, pydocs@VERSION, NAME=PATH or a path",
-                      "corpus")
 
 def _manifest_path() -> Path:
     return load_settings().data_dir / MANIFEST
 
 def read_manifest() -> dict:
-    """data/manifest.json: what was prepared, from which sources, with sizes and fingerprints. It only records
-    what each corpus's own meta.json holds, so an unreadable one is rebuilt from them (said in one line)."""
+    "data/manifest.json (what was prepared, from what); unreadable, it is rebuilt from each corpus's meta.json."
     try:
         return read_state(_manifest_path(), "", missing={})
     except StateError as e:
         warn(f"{e.args[0].split(';')[0]}; rebuilt from the prepared corpora's meta.json")
-        m = {}
-        for meta in sorted((load_settings().data_dir / "corpora").glob("*/meta.json")):
-            with_checks = _verified_meta(meta.parent)
-            if with_checks:
-                m[_manifest_key(with_checks)] = with_checks
+        metas = [_verified_meta(p.parent) for p in sorted((load_settings().data_dir / "corpora").glob("*/meta.json"))]
+        m = {_manifest_key(meta): meta for meta in metas if meta}
         atomic_write(_manifest_path(), json.dumps(m, indent=1, sort_keys=True))
         return m
 
@@ -165,10 +154,8 @@ def _resolve(name: str) -> tuple[str, str, Path | None]:
     if "=" in name:
         n, p = _local_spec(name)
         return n, "local", p
-    if name in EMBEDDED:
-        return name, "embedded", None
     if name.split("@")[0] in EMBEDDED:
-        embedded_packages(name)                   # checks that the name takes a version
+        embedded_packages(name)                   # checks that a name with @ takes a version
         return name.split("@")[0], "embedded", None
     if name in HUB_CORPORA:
         local = getattr(load_settings(), HUB_CORPORA[name][1])
@@ -181,7 +168,6 @@ def _resolve(name: str) -> tuple[str, str, Path | None]:
         return (n if LOCAL_NAME.fullmatch(n) and n not in EMBEDDED else f"local-{n}"), "local", p
     raise DataError(f"unknown corpus {name!r}; valid: {', '.join(CORPORA)}, pydocs@VERSION, NAME=PATH, or a path to a "
                     ".txt/.jsonl/.parquet file or folder")
-
 
 def source_of(name: str) -> dict:
     """What corpus `name` is built from, by content: a local copy's files and their sha256, a hub id, or an
@@ -215,8 +201,7 @@ def _file_check(f: Path) -> dict:
     return {"bytes": st.st_size, "sha256": file_sha256(str(f), st.st_size, st.st_mtime_ns)}
 
 def corpus_mismatch(out: Path) -> str | None:
-    """Why the build in `out` cannot be used (no or an unreadable meta.json, a split file missing or not the size
-    and sha256 meta.json records), or None: it is whole."""
+    "Why the build in `out` cannot be used (see above), or None: it is whole."
     try:
         meta = read_state(out / "meta.json", "")
     except StateError:
@@ -238,13 +223,11 @@ def _verified_meta(out: Path) -> dict | None:
     return None if corpus_mismatch(out) else read_state(out / "meta.json", "")
 
 def known_fingerprint(name: str) -> str:
-    """The fingerprint corpus `name` has here, without downloading anything: its prepared build's; for an
-    embedded corpus not yet prepared, the committed one (its pin's, or a pinned point release's, `pydocs@VERSION`);
-    for a hub corpus not yet prepared, `unprepared:KEY` (a placeholder: prepare it before training); a local copy,
-    or an embedded corpus at a version no committed result used, is prepared now."""
+    """The fingerprint corpus `name` has here, downloading nothing: its prepared build's, else for an embedded corpus
+    the committed one (`pinned_fingerprint`), for a hub corpus `unprepared:KEY` (a placeholder: prepare it before
+    training); a local copy, or an embedded corpus at a version no committed result used, is prepared now."""
     src = source_of(name)
-    meta = _verified_meta(corpus_dir(name, src))
-    if meta:
+    if meta := _verified_meta(corpus_dir(name, src)):
         return meta["fingerprint"]
     n, kind, _ = _resolve(name)
     if kind == "embedded" and (fp := pinned_fingerprint(name)):
@@ -254,9 +237,8 @@ def known_fingerprint(name: str) -> str:
     return prepare(name)["fingerprint"]
 
 def prepare(name: str, force: bool = False, log=None) -> dict:
-    """Build corpus `name` into data/corpora once per source (reused afterwards, after checking its files against
-    its meta.json) and record it in data/manifest.json. A build whose text differs from the pinned one says so in
-    one line (`log`, default stderr); so does a build found torn, which is rebuilt."""
+    """Build corpus `name` once per source and record it in data/manifest.json (see above); a drift from the pin or a
+    torn build found is one line to `log` (default stderr)."""
     from filelock import FileLock
     src = source_of(name)
     out = corpus_dir(name, src)
@@ -269,8 +251,7 @@ def prepare(name: str, force: bool = False, log=None) -> dict:
             if not force and (meta := _verified_meta(out)):
                 return meta
             remove_stale_temporaries(out.parent, out.name)     # what a builder killed mid-build left
-            why = corpus_mismatch(out) if out.exists() and not force else None
-            if why:
+            if out.exists() and not force and (why := corpus_mismatch(out)):
                 (log or warn)(f"corpus {name}: {out} {why}; rebuilding it")
             return _build(name, src, out, log)
 
@@ -295,8 +276,7 @@ def _build(name: str, src: dict, out: Path, log) -> dict:
         shutil.rmtree(scratch)
         for s in SPLITS:
             with open(work / f"{s}.jsonl", "w", encoding="utf-8") as fh:
-                for d in splits[s]:
-                    fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+                fh.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in splits[s])
         meta = {"name": name, "kind": kind, "fingerprint": fingerprint(splits), "source": src,
                 "splits": {s: {"docs": len(splits[s]), "chars": sum(map(len, splits[s]))} for s in SPLITS},
                 "files": {s: _file_check(work / f"{s}.jsonl") for s in SPLITS},
@@ -329,8 +309,7 @@ class Corpus:
                ", ".join(f"{s}={len(v)} docs" for s, v in self.splits.items()) + ")"
 
 def load_corpus(name: str) -> Corpus:
-    """The corpus `name` (prepared on first use, checked against its meta.json): documents of train/validation/test
-    and its fingerprint, recomputed from the documents read."""
+    "The corpus `name`, prepared if needed (see above), its fingerprint recomputed from the documents read."
     meta = prepare(name)
     d = corpus_dir(name, meta["source"])
     try:

@@ -68,9 +68,8 @@ def _may_refresh_machine_lists() -> bool:
 _REFRESHED: set = set()     # the apt setups whose lists this process refreshed: once each
 
 def refresh_lists(state: Path, missing: str, log=warn) -> list[str] | None:
-    """Refresh apt's package lists once per process, because they lacked `missing`: the machine's where this process
-    may (root), else the project's own copy in `state`, which reads the machine's sources. One progress line says so.
-    The options later apt calls take, or None when these lists were already refreshed."""
+    """Refresh apt's package lists once per process, because they lacked `missing` (the machine's, or not root, the
+    copy in `state`; see above): the options later apt calls take, or None when they were already refreshed."""
     own = not _may_refresh_machine_lists()
     opts = _own_options(state) if own else []
     key = (os.environ.get("APT_CONFIG"), *opts)
@@ -86,8 +85,7 @@ def refresh_lists(state: Path, missing: str, log=warn) -> list[str] | None:
     return opts
 
 def _apt_download(spec: str, dest: Path, state: Path, log) -> subprocess.CompletedProcess:
-    """apt-get download `spec` (NAME or NAME=VERSION) into `dest`. On any miss, whatever apt's words (stale lists:
-    "Version '…' was not found"; empty ones: "Unable to locate", "has no candidate"), the lists are refreshed once."""
+    "apt-get download `spec` (NAME or NAME=VERSION) into `dest`; on any miss (see above) the lists are refreshed once."
     r = _run(["apt-get", *_options(state), "download", spec], cwd=dest)
     if r.returncode and (opts := refresh_lists(state, f"{spec} ({_last(r)})", log)) is not None:
         r = _run(["apt-get", *opts, "download", spec], cwd=dest)
@@ -106,9 +104,8 @@ def _machine_arch() -> str:
     return _run(["dpkg", "--print-architecture"]).stdout.strip() if shutil.which("dpkg") else "amd64"
 
 def from_snapshot(package: str, version: str, dest: Path) -> Path:
-    """The .deb of exactly `version` from Debian's snapshot archive, by its machine-readable API: the file the
-    archive names for this machine's architecture (or `all`), checked against the sha1 it names, then against its own
-    control fields. Raises OSError (unreachable, unknown version, a file that does not match); leaves nothing behind."""
+    """The .deb of exactly `version` for this machine's architecture (or `all`) from Debian's snapshot archive, checked
+    as above. Raises OSError (unreachable, unknown version, a file that does not match); leaves nothing behind."""
     q = lambda s: urllib.parse.quote(s, safe="")
     with urllib.request.urlopen(f"{SNAPSHOT_URL}/mr/binary/{q(package)}/{q(version)}/binfiles",
                                 timeout=SNAPSHOT_TIMEOUT) as f:
@@ -158,14 +155,11 @@ def _gone(package: str, version: str, dest: Path, state: Path, apt_said: str, sn
         f"to get it, put {deb_name(package, version, _package_arch(package, state))} in {dest}, or add {source} to "
         f"apt's sources, or run where {host} is reachable")
 
-# %% ../nbs/03b_debian.ipynb #deb51a12
 def fetch_deb(package: str, version: str | None = None, dest: Path | None = None, exact: bool = False,
               snapshot: str | None = None, log=warn) -> Path:
-    """The .deb of `package` in `dest` (default data/debs): one already there, else apt-get download (lists refreshed
-    once on a miss). `version`: that one when apt has it, else apt's candidate (the caller compares fingerprints).
-    `exact`: that version or nothing (a version asked for by name): a .deb in `dest`, apt, then Debian's snapshot
-    archive; else a VersionGone naming the three ways (`snapshot`: 'ARCHIVE/TIME SUITE COMPONENT' where the snapshot
-    archive serves it, for its apt source line). A refusal leaves nothing behind."""
+    """The .deb of `package` in `dest` (default data/debs), in the order above. `version`: that one when apt has it,
+    else apt's candidate; `exact`: that version or a VersionGone (`snapshot`: 'ARCHIVE/TIME SUITE COMPONENT', where
+    the snapshot archive serves it, for its apt source line). A refusal leaves nothing behind."""
     dest, state = Path(dest or data_dir() / "debs"), apt_state()
     new_state = not state.exists()
     with undo_on_failure(dest):                  # a refused download leaves no empty folder behind

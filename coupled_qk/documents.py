@@ -78,8 +78,7 @@ def _is_title(prev: str, line: str, nxt: str) -> bool:
 
 def wikitext_articles(lines) -> list[str]:
     "Group WikiText raw lines (CRLF or LF, hub rows or file lines) into articles at ` = Title = ` headings."
-    lines = [l.rstrip("\r\n") for l in lines]
-    lines = [l for l in lines if l.strip()]
+    lines = [l.rstrip("\r\n") for l in lines if l.strip()]
     arts, cur = [], []
     for i, line in enumerate(lines):
         prev, nxt = lines[i - 1] if i else "", lines[i + 1] if i + 1 < len(lines) else ""
@@ -96,12 +95,9 @@ def pubmed_json_abstracts(path: str | Path) -> list[str]:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise DataError(f"{path}: expected a JSON object keyed by PMID")
-    out = []
-    for pmid, rec in data.items():
-        parts = list(rec.get("CONTEXTS", [])) + ([rec["LONG_ANSWER"]] if rec.get("LONG_ANSWER") else [])
-        if parts:
-            out.append("\n".join(p.strip() for p in parts))
-    return out
+    parts = [list(rec.get("CONTEXTS", [])) + ([rec["LONG_ANSWER"]] if rec.get("LONG_ANSWER") else [])
+             for rec in data.values()]
+    return ["\n".join(p.strip() for p in ps) for ps in parts if ps]
 
 def blank_line_documents(text: str) -> list[str]:
     "Documents separated by blank lines (the OpenWebText sample's format)."
@@ -141,11 +137,8 @@ _EXT_BUILDER = {".txt": "text", ".raw": "text", ".tokens": "text", ".json": "jso
 
 def _split_name(path: Path) -> str | None:
     "The official split a file name announces (train / valid|dev / test), if any."
-    n = path.name.lower()
-    for key, split in (("train", "train"), ("valid", "validation"), ("dev", "validation"), ("test", "test")):
-        if re.search(rf"(^|[._\-]){key}", n):
-            return split
-    return None
+    keys = (("train", "train"), ("valid", "validation"), ("dev", "validation"), ("test", "test"))
+    return next((split for key, split in keys if re.search(rf"(^|[._\-]){key}", path.name.lower())), None)
 
 def local_files(path: Path) -> list[Path]:
     if not path.exists():
@@ -161,8 +154,7 @@ def local_files(path: Path) -> list[Path]:
     return files
 
 def check_text(f: Path) -> None:
-    """Refuse, in one line naming the line, a file that is not UTF-8 text: NUL bytes (a binary file) or bytes
-    that do not decode. Read once, in blocks: hub-sized files never sit in memory."""
+    "Refuse, in one line naming the line, a file that is not UTF-8 text (see above); read in blocks, never whole."
     dec, line, at, nl = codecs.getincrementaldecoder("utf-8")("strict"), 1, 0, b"\n"
     with open(f, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 22), b""):
@@ -245,9 +237,8 @@ def _read_file_docs(f: Path, style: str, cache_dir: Path | None = None) -> list[
         return pubmed_json_abstracts(f)
     kw = {}
     if builder == "text":
-        # "paragraph" splits on blank lines, whitespace-only ones included (WikiText's " " lines), by the same rule
-        # that chose the mode; WikiText is read line by line and regrouped into articles; a text file without any
-        # blank line (PTB, one sentence a line) has one document per line. A UTF-8 byte-order mark is dropped.
+        # "paragraph" splits on blank lines, whitespace-only ones included (WikiText's " "), by the rule that chose
+        # it; a text file without any (PTB, a sentence a line) is a document per line. A UTF-8 BOM is dropped.
         if style == "paragraph" and _has_blank_line(f):
             return blank_line_documents(f.read_text(encoding="utf-8-sig"))
         kw = dict(sample_by="line")
@@ -260,17 +251,14 @@ def _read_file_docs(f: Path, style: str, cache_dir: Path | None = None) -> list[
                         "must be a string")
     if rows and isinstance(rows[0], str):
         rows[0] = rows[0].lstrip("\ufeff")
-    missing = sum(r is None for r in rows)
-    if missing:
-        print(f"{f}: {missing:,} of {len(rows):,} rows have no {col!r} field and were left out", file=sys.stderr,
-              flush=True)
+    if missing := sum(r is None for r in rows):
+        warn(f"{f}: {missing:,} of {len(rows):,} rows have no {col!r} field and were left out")
     if style == "wikitext":
         return wikitext_articles([r for r in rows if r is not None])
     return [r.strip("\n") for r in rows if r and r.strip()]
 
 def read_local_corpus(path: str | Path, style: str = "line", cache_dir: Path | None = None) -> dict[str, list[str]]:
-    """Splits of a local corpus file or folder: official splits from file names where present, else by document
-    hash. `cache_dir`: where datasets' Arrow tables go (default data_dir/hf_cache)."""
+    "Splits of a local corpus file or folder (see above); `cache_dir`: Arrow tables (default data_dir/hf_cache)."
     files = local_files(Path(path).expanduser())
     named = {f: _split_name(f) for f in files}
     if len(files) > 1 and all(named.values()) and set(named.values()) == set(SPLITS):
@@ -286,8 +274,7 @@ def read_local_corpus(path: str | Path, style: str = "line", cache_dir: Path | N
 
 def check_splits(splits: dict[str, list[str]], where) -> None:
     "Refuse a corpus with an empty split, with the numbers and the fix."
-    empty = [s for s in SPLITS if not splits.get(s)]
-    if empty:
+    if empty := [s for s in SPLITS if not splits.get(s)]:
         sizes = ", ".join(f"{s} {len(splits.get(s, []))}" for s in SPLITS)
         raise DataError(f"{where}: the {' and '.join(empty)} split(s) would be empty (documents: {sizes}); "
                         "give more documents (hash splitting keeps 2 % each for validation and test, so at least "

@@ -6,15 +6,15 @@ committed figures were made from."""
 
 # %% ../nbs/03b_embedded.ipynb #e4b0a003
 from __future__ import annotations
-import gzip, os, re, shutil, subprocess, sys, sysconfig
+import functools, gzip, os, re, shutil, subprocess, sys, sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 from .documents import DataError, cap_docs
 from .debian import _run, deb_version, fetch_deb, unpack_deb
 
 # %% auto #0
-__all__ = ['CAPS', 'PINS', 'DEBMIX_PACKAGES', 'EMBEDDED', 'EmbeddedCaps', 'Pin', 'source_versions', 'prepared_versions',
-           'drift', 'embedded_packages', 'pinned_fingerprint', 'chunk_lines', 'rst_section_start', 'py_toplevel_start',
+__all__ = ['CAPS', 'PINS', 'DEBMIX_PACKAGES', 'EMBEDDED', 'EmbeddedCaps', 'Pin', 'source_versions', 'drift',
+           'embedded_packages', 'pinned_fingerprint', 'chunk_lines', 'rst_section_start', 'py_toplevel_start',
            'build_pydocs', 'build_pystdlib', 'dictd_entries', 'fortune_cookies', 'kjv_chapters', 'build_debmix']
 
 # %% ../nbs/03b_embedded.ipynb #67674fef
@@ -62,22 +62,17 @@ def source_versions(meta: dict) -> dict:
         return {"python": meta["python"]}
     return {"sources": meta.get("sources")}
 
-def prepared_versions(meta: dict) -> str:
-    "The source versions a prepared embedded corpus records, in the words of `Pin.versions`."
-    pk = meta.get("debian_packages") or {}
-    return ", ".join(f"{p} {v}" for p, v in pk.items()) or f"Python {meta.get('python')}"
-
 def drift(meta: dict) -> str | None:
     "One line when a prepared embedded corpus differs from the text the committed figures used; else None."
     pin = PINS.get(meta["name"]) if meta.get("kind") == "embedded" else None
     if pin is None or meta["fingerprint"] == pin.fingerprint:
         return None
-    return (f"{meta['name']}: prepared from {prepared_versions(meta)} (fingerprint {meta['fingerprint'][:12]}), "
+    prepared = Pin(meta.get("debian_packages") or {}, meta.get("python"), meta["fingerprint"])
+    return (f"{meta['name']}: prepared from {prepared.versions()} (fingerprint {prepared.fingerprint[:12]}), "
             f"but the committed figures used {pin.versions()} (fingerprint {pin.fingerprint[:12]}); "
             "numbers will differ from the committed ones by about the seed noise")
 def embedded_packages(name: str) -> dict:
-    """The Debian packages and versions embedded corpus `name` is built from: its pins, or for `pydocs@VERSION`
-    that version of its one package (to measure, or reproduce, a point release's text on purpose)."""
+    "The Debian packages and versions embedded corpus `name` is built from: its pins, or `pydocs@VERSION`'s."
     base, at, version = name.partition("@")
     pinned = PINS[base].packages if base in PINS else {}
     if not at:
@@ -92,8 +87,7 @@ def embedded_packages(name: str) -> dict:
     return {next(iter(pinned)): version}
 
 def pinned_fingerprint(name: str) -> str | None:
-    """The committed fingerprint of embedded corpus `name`'s text, known without building it: its pin's, or for
-    `pydocs@VERSION` that version's where committed results used it; None where no committed result did."""
+    "The committed fingerprint of embedded corpus `name`'s text (its pin's, or a release's; see above), else None."
     base, at, version = name.partition("@")
     pin = PINS.get(base)
     if pin is None:
@@ -109,8 +103,7 @@ def _python_doc_package() -> str:
     if shutil.which("apt-cache"):
         if "Candidate: (none)" not in (p := _run(["apt-cache", "policy", want]).stdout) and p.strip():
             return want
-        m = re.search(r"Depends: (python3\.\d+-doc)", _run(["apt-cache", "depends", "python3-doc"]).stdout)
-        if m:
+        if m := re.search(r"Depends: (python3\.\d+-doc)", _run(["apt-cache", "depends", "python3-doc"]).stdout):
             return m.group(1)
     return want
 
@@ -151,9 +144,8 @@ def build_pydocs(work: Path, packages: dict) -> tuple[list[str], dict]:
         raise DataError(f"{deb.name} holds no _sources/*.txt files")
     docs = [c for f in files for c in chunk_lines(f.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n"),
                                                   rst_section_start)]
-    docs = cap_docs(docs, CAPS.pydocs)
-    return docs, {"debian_packages": {pkg: deb_version(deb)},
-                  "sources": [f"{pkg}:/usr/share/doc/python3.X/html/_sources"]}
+    return cap_docs(docs, CAPS.pydocs), {"debian_packages": {pkg: deb_version(deb)},
+                                         "sources": [f"{pkg}:/usr/share/doc/python3.X/html/_sources"]}
 
 _STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
 
@@ -165,38 +157,27 @@ def build_pystdlib(work: Path, packages: dict) -> tuple[list[str], dict]:
         files += [Path(r, f) for f in sorted(fs) if f.endswith(".py")]
     docs = [c for f in sorted(files) for c in chunk_lines(
         f"# {f.relative_to(lib).as_posix()}\n" + f.read_text(encoding="utf-8", errors="replace"), py_toplevel_start)]
-    docs = cap_docs(docs, CAPS.pystdlib)
-    return docs, {"sources": [str(lib)], "python": sys.version.split()[0]}
+    return cap_docs(docs, CAPS.pystdlib), {"sources": [str(lib)], "python": sys.version.split()[0]}
 
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 def _b64num(s: str) -> int:
     "dictd's index numbers: base 64, most significant digit first."
-    n = 0
-    for c in s:
-        n = n * 64 + _B64.index(c)
-    return n
+    return functools.reduce(lambda n, c: n * 64 + _B64.index(c), s, 0)
 
 def dictd_entries(index: Path, dz: Path) -> list[str]:
     "The entries of a dictd dictionary (.index + .dict.dz, which is gzip), each once, in file order."
     raw = gzip.open(dz).read()
-    spans = set()
-    for line in index.read_text(encoding="utf-8", errors="replace").splitlines():
-        parts = line.split("\t")
-        if len(parts) < 3 or parts[0].startswith("00database") or parts[0].startswith("00-database"):
-            continue
-        spans.add((_b64num(parts[1]), _b64num(parts[2])))   # several headwords can share one entry
+    rows = [line.split("\t") for line in index.read_text(encoding="utf-8", errors="replace").splitlines()]
+    spans = {(_b64num(r[1]), _b64num(r[2])) for r in rows   # a set: several headwords can share one entry
+             if len(r) >= 3 and not r[0].startswith(("00database", "00-database"))}
     return [raw[o:o + n].decode("utf-8", errors="replace").strip("\n") for o, n in sorted(spans)]
 
 def fortune_cookies(folder: Path) -> list[str]:
     "Every cookie of the fortune files in `folder` (cookies end at a line holding only %)."
-    out = []
-    for f in sorted(folder.iterdir()):
-        if f.suffix in (".dat", ".u8") or f.is_symlink() or not f.is_file():
-            continue
-        text = f.read_text(encoding="utf-8", errors="replace")
-        out += [c.strip("\n") for c in re.split(r"^%$", text, flags=re.M) if c.strip()]
-    return out
+    texts = [f.read_text(encoding="utf-8", errors="replace") for f in sorted(folder.iterdir())
+             if f.suffix not in (".dat", ".u8") and not f.is_symlink() and f.is_file()]
+    return [c.strip("\n") for t in texts for c in re.split(r"^%$", t, flags=re.M) if c.strip()]
 
 def kjv_chapters(bible_bin: Path, data_folder: Path) -> list[str]:
     "The King James Bible, one document per chapter, decoded by the unpacked `bible` program."
@@ -205,8 +186,7 @@ def kjv_chapters(bible_bin: Path, data_folder: Path) -> list[str]:
         raise DataError(f"the bible program of bible-kjv failed ({r.stderr.strip()[:200]}); pick pydocs or pystdlib")
     chapters: dict[str, list[str]] = {}
     for line in r.stdout.splitlines():
-        m = re.match(r"^(\S+?\d+):(\d+) (.*)$", line)
-        if m:
+        if m := re.match(r"^(\S+?\d+):(\d+) (.*)$", line):
             chapters.setdefault(m.group(1), []).append(f"{m.group(2)} {m.group(3)}")
     return [f"{ref}\n" + "\n".join(vs) for ref, vs in chapters.items()]
 

@@ -38,8 +38,7 @@ def put_in_place(work: Path, out: Path) -> None:
 
 @contextlib.contextmanager
 def replacing(path: Path):
-    """Yield a temporary path beside `path`; when the block succeeds it atomically replaces `path`, when it
-    fails it is removed. (A process killed mid-write leaves `.NAME.tmpPID`, which `remove_stale_temporaries` finds.)"""
+    "Yield a temporary path beside `path` that atomically replaces it when the block succeeds, else is removed."
     path = Path(path)
     tmp = temporary_name(path)
     try:
@@ -49,8 +48,7 @@ def replacing(path: Path):
         tmp.unlink(missing_ok=True)
 
 def remove_stale_temporaries(folder: Path, name: str = "*") -> list[Path]:
-    """Remove what writers killed mid-write left in `folder` (`.NAME.tmpPID` files and folders; `name` narrows it
-    to one target). Call it while holding the lock that every writer of those targets holds."""
+    "Remove the `.NAME.tmpPID` killed writers left in `folder` (`name`: one target's only); call it holding their lock."
     stale = list(Path(folder).glob(f".{name}.tmp[0-9]*"))
     for f in stale:
         shutil.rmtree(f, ignore_errors=True) if f.is_dir() and not f.is_symlink() else f.unlink(missing_ok=True)
@@ -58,8 +56,7 @@ def remove_stale_temporaries(folder: Path, name: str = "*") -> list[Path]:
 
 @contextlib.contextmanager
 def undo_on_failure(*paths: Path):
-    """On failure, remove those of `paths` (outermost first) that did not exist before the block: files, and
-    folders once empty. A refused command leaves no lock or empty folder behind."""
+    "On failure, remove those of `paths` that did not exist before the block (outermost first; folders once empty)."
     new = [Path(p) for p in paths if not os.path.lexists(p)]
     try:
         yield
@@ -85,9 +82,8 @@ def read_state(path: Path, fix: str, missing=None):
 
 # %% ../nbs/10b_provenance.ipynb #1877c40d
 def git_revision(root: Path | None = None, outputs: Path | None = None) -> str:
-    """The checkout's git revision, with '+dirty' when a tracked file outside `outputs` (default: the figures
-    folder) has uncommitted changes, or 'unknown'. A regeneration rewrites the committed figures and run
-    summaries as it goes; they are its output, not a change to the code that makes them."""
+    """The checkout's git revision, '+dirty' when a tracked file outside `outputs` (default: the figures folder, which
+    a regeneration rewrites as its output, not a change to the code) has uncommitted changes, or 'unknown'."""
     st = load_settings()
     root, outputs = Path(root or st.root).resolve(), Path(outputs or st.figures_dir).resolve()
     inside = outputs.is_relative_to(root) and outputs != root
@@ -156,10 +152,8 @@ def lock_mismatch(path: Path | None = None, installed: dict[str, str] | None = N
     installed = installed_versions() if installed is None else installed
     diff = [f"{n} {installed.get(n, 'missing')} (locked {v})" for n, v in locked_versions(path).items()
             if not _same_version(installed.get(n), v)]
-    if not diff:
-        return None
     return (f"installed packages differ from {path.parent.name}/{path.name}: {', '.join(diff)}; "
-            "numbers may differ from the committed ones (`make setup` installs the lock)")
+            "numbers may differ from the committed ones (`make setup` installs the lock)") if diff else None
 
 # %% ../nbs/10b_provenance.ipynb #8d573e8c
 def environment_yml(lock: Path | None = None) -> str:

@@ -5,7 +5,7 @@ corpora live: one small file, `settings.ini`, read by one small function."""
 
 # %% ../nbs/10_settings.ipynb #9845bce6
 from __future__ import annotations
-import configparser, os
+import configparser, math, os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -36,10 +36,8 @@ def check_choice(kind: str, value, valid, field: str | None = None) -> None:
         raise ConfigError(f"unknown {kind} {value!r}; valid: {', '.join(map(str, valid))}", field)
 
 def check_number(field: str, value, low=None, *, above=None, high=None, integer: bool = False) -> None:
-    """A config field's number, refused in one line naming the field, the value and what would be right unless it
-    is a finite number (a whole one if `integer`) with `low` <= value (`above` < value) and value <= `high`.
-    None (a field left to its default) passes."""
-    import math
+    """A config field's number, refused in one line naming the field, the value and what would be right unless it is
+    finite (whole if `integer`), `low` <= value, `above` < value and value <= `high`; None (the default) passes."""
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -59,17 +57,14 @@ def config_from_parameters(cls, config: dict, names: dict | None = None):
     """`cls(**config)` for a notebook's `config` parameter, refusing in one line what papermill lets through: a key
     that is not a field of `cls` (with the valid ones), and a field given beside `config` instead of inside it
     (`-p n_steps 2` makes a notebook variable `n_steps` that nothing reads). The fields' own checks do the rest."""
-    import dataclasses
-    valid = [f.name for f in dataclasses.fields(cls)]
+    valid = [f.name for f in fields(cls)]
     if not isinstance(config, dict):
         raise ConfigError(f"config={config!r}: give a dict of {cls.__name__} fields, "
                           "e.g. -y '{\"config\": {...}}'", "config")
-    unknown = sorted(set(config) - set(valid))
-    if unknown:
+    if unknown := sorted(set(config) - set(valid)):
         raise ConfigError(f"unknown {cls.__name__} field(s) {', '.join(unknown)} in config; "
                           f"valid: {', '.join(valid)}", "config")
-    beside = sorted(k for k in (names or {}) if k in valid and not k.startswith("_"))
-    if beside:
+    if beside := sorted(k for k in (names or {}) if k in valid and not k.startswith("_")):
         raise ConfigError(f"{', '.join(beside)} given as notebook parameter(s); "
                           f"{cls.__name__} fields go inside config: "
                           f"-y '{{\"config\": {{\"{beside[0]}\": ...}}}}'", "config")
@@ -78,15 +73,13 @@ def config_from_parameters(cls, config: dict, names: dict | None = None):
 def check_fields(cfg) -> None:
     """Every field of a config dataclass holds a value of its annotated kind (int, float, bool, str, a tuple of
     numbers; None where the annotation allows it), and every number is finite: the checks every config shares."""
-    import math, dataclasses
-    for f in dataclasses.fields(cfg):
+    for f in fields(cfg):
         v, ann = getattr(cfg, f.name), str(f.type)
         if v is None:
             if "None" not in ann and f.default is not None:
                 raise ConfigError(f"{f.name}=None: give a value", f.name)
             continue
-        kinds = [k.strip() for k in ann.split("|")]
-        base = kinds[0]
+        base = ann.split("|")[0].strip()
         ok = {"int": isinstance(v, int) and not isinstance(v, bool), "bool": isinstance(v, bool),
               "float": isinstance(v, (int, float)) and not isinstance(v, bool), "str": isinstance(v, str)}
         if base in ok and not ok[base]:
@@ -100,11 +93,8 @@ def project_root(start: str | Path | None = None) -> Path:
     "The nearest folder at or above `start` (default: cwd, then the package folder) holding settings.ini."
     here = [Path(__file__).resolve().parent] if "__file__" in globals() else []  # no __file__ in a notebook
     starts = [Path(start)] if start else [Path.cwd(), *here]
-    for s in starts:
-        for d in [s.resolve(), *s.resolve().parents]:
-            if (d / SETTINGS_FILE).is_file():
-                return d
-    return Path.cwd().resolve()
+    dirs = (d for s in starts for d in [s.resolve(), *s.resolve().parents])
+    return next((d for d in dirs if (d / SETTINGS_FILE).is_file()), None) or Path.cwd().resolve()
 
 # %% ../nbs/10_settings.ipynb #bf8c2e48
 _PATH_KEYS = ("data_dir", "runs_dir", "figures_dir", "gpt2_dir", "shared_data_dir",
@@ -144,7 +134,6 @@ class Settings:
 SCALES = ("smoke", "cpu", "paper")
 SETTING_KEYS = tuple(f.name for f in fields(Settings) if f.name != "root")
 
-# %% ../nbs/10_settings.ipynb #ad3c4521
 def writable_dir(path: Path, setting: str) -> Path:
     "Folder `path` (made if needed), chosen by `setting`; a folder that cannot be made names the setting to change."
     try:
@@ -175,24 +164,16 @@ def load_settings(root: str | Path | None = None) -> Settings:
         if not cp.has_section("coupled_qk"):
             raise SettingsError(f"{f} has no [coupled_qk] section; put the settings under a line [coupled_qk]")
         raw.update(cp["coupled_qk"])
-    for k in SETTING_KEYS:
-        v = os.environ.get(f"COUPLED_QK_{k.upper()}")
-        if v is not None:
-            raw[k] = v
+    env = {k: os.environ.get(f"COUPLED_QK_{k.upper()}") for k in SETTING_KEYS}
+    raw.update({k: v for k, v in env.items() if v is not None})
     stray = sorted(k for k in os.environ if k.startswith("COUPLED_QK_") and k[11:].lower() not in SETTING_KEYS)
     if stray:
         raise SettingsError(f"unknown environment variable(s) {', '.join(stray)}; valid: "
                             f"{', '.join('COUPLED_QK_' + k.upper() for k in SETTING_KEYS)}")
-    unknown = sorted(set(raw) - set(SETTING_KEYS))
-    if unknown:
+    if unknown := sorted(set(raw) - set(SETTING_KEYS)):
         raise SettingsError(f"{f}: unknown setting(s) {', '.join(unknown)}; valid keys: {', '.join(SETTING_KEYS)}")
-    vals = {}
-    for k, v in raw.items():
-        v = v.strip()
-        if k in _PATH_KEYS:
-            vals[k] = (root / v).resolve() if v else None
-        else:
-            vals[k] = v
+    vals = {k: v.strip() for k, v in raw.items()}
+    vals.update({k: (root / v).resolve() if v else None for k, v in vals.items() if k in _PATH_KEYS})
     if vals.get("default_scale", "cpu") not in SCALES:
         raise SettingsError(f"default_scale={vals['default_scale']!r} in {f}; valid: {', '.join(SCALES)}")
     return Settings(root=root, **vals)

@@ -12,7 +12,7 @@ import numpy as np
 from .settings import load_settings, ConfigError
 from .provenance import (StateError, atomic_write, read_state, remove_stale_temporaries, replacing,
                                    undo_on_failure)
-from .documents import SPLITS, DataError, data_dir, file_sha256, warn
+from .documents import DataError, data_dir, file_sha256, warn
 from .corpora import CORPORA, Corpus, load_corpus
 
 # %% auto #0
@@ -57,8 +57,7 @@ class TextTokenizer:
         return self._encode_batch(texts) if self._encode_batch else [self._encode(t) for t in texts]
 
 def gpt2_tokenizer(folder: str | Path | None = None) -> TextTokenizer:
-    """The exact GPT-2 tokenizer: offline from `folder` (default: the gpt2_dir setting) when one is given, else
-    tiktoken's `gpt2` encoding, cached under data_dir/tiktoken (downloaded once, with a network)."""
+    "The exact GPT-2 tokenizer, offline from `folder` (default: the gpt2_dir setting), else tiktoken's (see above)."
     folder = folder or load_settings().gpt2_dir
     folder = Path(folder) if folder else None
     names = ("r50k_base.tiktoken", "vocab.json", "merges.txt")
@@ -147,8 +146,7 @@ def get_tokenizer(name: str, corpus: str | Corpus | None = None) -> TextTokenize
         return gpt2_tokenizer()
     if name == "bytes":
         return byte_tokenizer()
-    m = re.fullmatch(r"bpe-(\d+)", name)
-    if m:
+    if m := re.fullmatch(r"bpe-(\d+)", name):
         n = int(m.group(1))
         if n < 257 + 1:
             raise DataError(f"{name}: a byte-level BPE needs at least 258 tokens (256 bytes + end-of-text + merges)")
@@ -162,8 +160,7 @@ def token_cache(corpus: str | Corpus, tokenizer: str | TextTokenizer, split: str
     "The token ids of one split (documents each followed by end-of-text), tokenized once and memory-mapped."
     corpus = load_corpus(corpus) if isinstance(corpus, str) else corpus
     tok = get_tokenizer(tokenizer, corpus) if isinstance(tokenizer, str) else tokenizer
-    if split not in SPLITS:
-        raise DataError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+    corpus[split]                           # an unknown split is refused here, before any folder is made
     tdir = data_dir() / "tokens" / f"{corpus.name}-{corpus.fingerprint[:16]}" / \
            (tok.name + (f"-{tok.fingerprint[:16]}" if tok.fingerprint else ""))
     dtype = np.uint16 if tok.vocab_size <= 65536 else np.uint32
@@ -173,8 +170,7 @@ def token_cache(corpus: str | Corpus, tokenizer: str | TextTokenizer, split: str
         tdir.mkdir(parents=True, exist_ok=True)
         with FileLock(str(tdir / ".lock")):    # one writer per cache folder; a second process waits, then reuses
             remove_stale_temporaries(tdir)      # what a writer killed mid-write left
-            why = cache_mismatch(path) if path.is_file() else None
-            if why:
+            if path.is_file() and (why := cache_mismatch(path)):
                 warn(f"token cache {path} {why}; rebuilding it")
                 path.unlink()
             if not path.is_file():
