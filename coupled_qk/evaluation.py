@@ -27,25 +27,32 @@ def rank_rows(n: int, d: Dist) -> slice:
     "This rank's rows of a batch of `n` windows: consecutive shares of ceil(n / world size), the last one shorter."
     return slice(*(min(n, math.ceil(n / d.world_size) * r) for r in (d.rank, d.rank + 1)))
 
-@torch.no_grad()
-def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dtype: str = "auto",
-             max_batches: int | None = None, d: Dist = Dist()) -> float:
-    """Mean cross-entropy per token of a deterministic pass over `tokens`. A compiled `model` runs the full batches;
-    a shorter last batch runs eagerly (its new shape would otherwise compile a second graph)."""
+def _rank_forwards(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dtype: str, d: Dist,
+                   max_batches: int | None = None):
+    "(split's window index of the first row, targets, model output) of this rank's rows of each batch of a pass."
     eager = getattr(model, "_orig_mod", model)
     was = model.training
     model.eval()
-    tot, n = 0.0, 0
+    first = 0                                      # the split's window index of the batch's first row
     for x, y in eval_batches(tokens, batch_size * d.world_size, seq_len, max_batches):
         rows = rank_rows(len(x), d)
+        w0, first = first + rows.start, first + len(x)
         if rows.stop <= rows.start:
             continue
         x, y = x[rows].to(device), y[rows].contiguous().to(device)     # y is a strided view of the windows
         with autocast(device, dtype):
-            loss = (model if len(x) == batch_size else eager)(x, y)[1]
-        tot += float(loss) * y.numel()
-        n += y.numel()
+            out = (model if len(x) == batch_size else eager)(x, y)    # a shorter last batch eagerly: no 2nd graph
+        yield w0, y, out
     model.train(was)
+
+@torch.no_grad()
+def evaluate(model: nn.Module, tokens, batch_size: int, seq_len: int, device, dtype: str = "auto",
+             max_batches: int | None = None, d: Dist = Dist()) -> float:
+    "Mean cross-entropy per token of a deterministic pass over `tokens`."
+    tot, n = 0.0, 0
+    for _, y, out in _rank_forwards(model, tokens, batch_size, seq_len, device, dtype, d, max_batches):
+        tot += float(out[1]) * y.numel()
+        n += y.numel()
     tot, n = all_sum([tot, float(n)], d, device)
     return tot / n
 
@@ -57,27 +64,14 @@ def doc_ids(tokens, eot_id: int) -> np.ndarray:
 @torch.no_grad()
 def rank_doc_sums(model: nn.Module, tokens, eot_id: int, batch_size: int, seq_len: int, device, dtype: str = "auto",
                   d: Dist = Dist()) -> tuple[np.ndarray, np.ndarray]:
-    """This rank's share of a full pass over `tokens` (`evaluate`'s batches and windows, all of them): per document,
-    the summed cross-entropy of its targets (float64) and their number."""
-    eager = getattr(model, "_orig_mod", model)
-    was = model.training
-    model.eval()
+    "This rank's share of a full pass over `tokens`: per document, its targets' summed cross-entropy (float64), count."
     docs = doc_ids(tokens, eot_id)
     loss, count = np.zeros(int(docs[-1]) + 1), np.zeros(int(docs[-1]) + 1, dtype=np.int64)
-    first = 0                                      # the split's window index of the batch's first row
-    for x, y in eval_batches(tokens, batch_size * d.world_size, seq_len):
-        rows = rank_rows(len(x), d)
-        w0, first = first + rows.start, first + len(x)
-        if rows.stop <= rows.start:
-            continue
-        x, y = x[rows].to(device), y[rows].contiguous().to(device)
-        with autocast(device, dtype):
-            logits = (model if len(x) == batch_size else eager)(x, y)[0]     # evaluate's call: the same graph
+    for w0, y, (logits, _) in _rank_forwards(model, tokens, batch_size, seq_len, device, dtype, d):
         tok_loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none").double().cpu().numpy()
         ids = docs[w0 * seq_len + 1:w0 * seq_len + 1 + len(tok_loss)]    # window w predicts positions wT+1 … wT+T
         loss += np.bincount(ids, weights=tok_loss, minlength=len(loss))
         count += np.bincount(ids, minlength=len(count))
-    model.train(was)
     return loss, count
 
 def score_documents(model: nn.Module, tokens, eot_id: int, batch_size: int, seq_len: int, device, dtype: str = "auto",

@@ -10,12 +10,10 @@ from dataclasses import dataclass, asdict, field
 from pathlib import Path
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
-from .attention import VARIANTS
-from .model import GPT, PRESETS, n_params, coupling_params
+from .model import GPT, n_params, coupling_params
 from .documents import DataError, doc_hash, load_local
-from .corpora import load_hub, check_corpus
-from .tokens import get_tokenizer, check_tokenizer
+from .corpora import load_hub
+from .tokens import get_tokenizer
 from .settings import load_settings, ConfigError, check_choice, check_fields, check_number
 from .train import TrainConfig
 from .optim import cosine_lr, make_optimizer
@@ -68,13 +66,11 @@ def _glue_rows(path: Path) -> list[dict]:
     return list(load_local(path, GLUE_FILE_TYPES[path.suffix], **kw))
 
 def _glue_file(root: Path, task: GlueTask, split: str) -> Path:
-    """The local file of `task`'s `split` under `root`: GLUE's layout (SST-2/dev.tsv) or the hub's names
-    (sst2/validation.parquet, sst2/validation-00000-of-00001.parquet), in any of GLUE_FILE_TYPES."""
+    "The local file of `task`'s `split` under `root`, in GLUE's layout or the hub's, of any of GLUE_FILE_TYPES."
     stems = (task.files[split], split, _HUB_GLUE_SPLIT.get(split, {}).get(task.name, split))
     for folder in (root / task.folder, root / task.name):
         for f in sorted(folder.glob("*")) if folder.is_dir() else []:
-            base = f.name[: -len(f.suffix)] if f.suffix else f.name
-            if f.suffix in GLUE_FILE_TYPES and any(base == s or base.startswith(f"{s}-") for s in stems):
+            if f.suffix in GLUE_FILE_TYPES and any(f.stem == s or f.stem.startswith(f"{s}-") for s in stems):
                 return f
     raise DataError(f"{task.name} {split}: no {task.files[split]} file ({', '.join(GLUE_FILE_TYPES)}) under "
                     f"{root / task.folder} or {root / task.name} (setting local_glue / COUPLED_QK_LOCAL_GLUE)")
@@ -149,11 +145,7 @@ class GlueConfig:
         if self.run is None:
             if self.init == "pretrained":
                 raise ConfigError("init=pretrained needs run=DIR (a language-model run); or use init=scratch")
-            check_choice("model preset", self.preset, tuple(PRESETS))
-            check_choice("variant", self.variant, VARIANTS)
-            check_corpus(self.corpus)
-            if self.tokenizer is not None:
-                check_tokenizer(self.tokenizer)
+            self.lm_config()                  # the scratch model's own checks: preset, variant, corpus, tokenizer
         elif not (Path(self.run) / "config.json").is_file():
             raise ConfigError(f"run={self.run} is not a training run directory (no config.json)")
         for k in ("epochs", "batch_size", "max_train", "max_eval", "max_len"):
@@ -163,8 +155,7 @@ class GlueConfig:
         check_number("warmup_frac", self.warmup_frac, 0, high=0.99)
         check_number("seed", self.seed, 0, integer=True)
     def lm_config(self) -> TrainConfig:
-        """The language-model config the classifier is built from: the run's recorded one (read by `from_record`, so a
-        run made before a later field existed keeps its identity), else the scratch architecture's."""
+        "The language-model config the classifier is built from: the run's recorded one, else the scratch one."
         if self.run is not None:
             return from_record(TrainConfig, json.loads((Path(self.run) / "config.json").read_text())["config"])
         return TrainConfig(preset=self.preset, variant=self.variant, corpus=self.corpus, tokenizer=self.tokenizer,
@@ -175,16 +166,13 @@ def _example_key(e) -> str: return f"{e[0]}\t{e[1] or ''}"
 
 def glue_splits(task: str, root=None) -> tuple[list, list, str]:
     "(train examples, eval examples, how they were made)."
-    try:
-        tr = load_glue(task, "train", root).examples
-    except DataError:
-        tr = None
     dev = load_glue(task, "validation", root).examples
-    if tr is not None:
-        return tr, dev, "train / validation (GLUE dev)"
-    tr = [e for e in dev if doc_hash(_example_key(e)) % 5 != 0]
-    ev = [e for e in dev if doc_hash(_example_key(e)) % 5 == 0]
-    return tr, ev, "no train split available: validation divided 80/20 by example sha256 into train/eval"
+    try:
+        return load_glue(task, "train", root).examples, dev, "train / validation (GLUE dev)"
+    except DataError:                  # no train split (our offline samples of MNLI and QNLI)
+        tr = [e for e in dev if doc_hash(_example_key(e)) % 5 != 0]
+        ev = [e for e in dev if doc_hash(_example_key(e)) % 5 == 0]
+        return tr, ev, "no train split available: validation divided 80/20 by example sha256 into train/eval"
 
 def subsample(examples: list, n: int | None) -> list:
     "The first `n` examples in sha256 order (all if n is None), original order kept."
@@ -194,10 +182,8 @@ def subsample(examples: list, n: int | None) -> list:
     return [e for i, e in enumerate(examples) if i in keep]
 
 def examples_fingerprint(examples: list) -> str:
-    h = hashlib.sha256()
-    for a, b, y in examples:
-        h.update(f"{a}\0{b or ''}\0{y}\n".encode())
-    return h.hexdigest()
+    "sha256 of the examples (text a, text b, label), in their order."
+    return hashlib.sha256("".join(f"{a}\0{b or ''}\0{y}\n" for a, b, y in examples).encode()).hexdigest()
 
 def encode_pair(tok, a: str, b: str | None, max_len: int) -> list[int]:
     "Token ids of `a` (then <eot> `b`), cut to max_len by trimming the longer text first."
@@ -206,20 +192,15 @@ def encode_pair(tok, a: str, b: str | None, max_len: int) -> list[int]:
         return ta[:max_len]
     tb = tok.encode(b)
     room = max_len - 1
-    while len(ta) + len(tb) > room:
-        if len(ta) >= len(tb):
-            ta = ta[:-1]
-        else:
-            tb = tb[:-1]
+    if len(ta) + len(tb) > room:       # as if cutting the longer text one token at a time (a on a tie)
+        n_a = min(len(ta), max(room // 2, room - len(tb)))
+        ta, tb = ta[:n_a], tb[:room - n_a]
     return ta + [tok.eot_id] + tb
 
 def encode_examples(tok, examples: list, max_len: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "(ids (N, L) right-padded with eot, lengths (N,), labels (N,))."
     seqs = [encode_pair(tok, a, b, max_len) or [tok.eot_id] for a, b, _ in examples]
-    L = max(map(len, seqs))
-    ids = torch.full((len(seqs), L), tok.eot_id, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, :len(s)] = torch.tensor(s)
+    ids = nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first=True, padding_value=tok.eot_id)
     return ids, torch.tensor([len(s) for s in seqs]), torch.tensor([y for *_, y in examples])
 
 # %% ../nbs/06_glue.ipynb #14d83f8a
@@ -286,8 +267,7 @@ def build_classifier(cfg: GlueConfig, n_labels: int):
 
 def finetune(cfg: GlueConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True,
              resume: bool = True) -> dict:
-    """Fine-tune on `cfg.task`; write config.json, metrics.jsonl and result.json; return the result (a finished
-    run's is read back unless `resume` is False: then it is fine-tuned afresh)."""
+    "Fine-tune on `cfg.task` in its run folder and return the result (a finished one is read back if `resume`)."
     with open_run("glue", cfg, out_dir, wait=wait, resume=resume) as run:
         return run.result if run.result is not None else _finetune(cfg, run, quiet)
 
@@ -307,31 +287,30 @@ def _finetune(cfg: GlueConfig, run: OpenRun, quiet: bool) -> dict:
     warm = int(cfg.warmup_frac * total)
     gen = torch.Generator().manual_seed(cfg.seed)
     from tqdm.auto import tqdm
-    bar = tqdm(total=total, disable=quiet, desc=f"{cfg.task} {lm.variant} {cfg.init}", unit="step")
     t0, step, hist = time.perf_counter(), 0, []
-    for epoch in range(cfg.epochs):
-        perm = torch.randperm(len(Xtr), generator=gen)
-        for i in range(0, len(Xtr), cfg.batch_size):
-            idx = perm[i:i + cfg.batch_size]
-            L = int(Ltr[idx].max())
-            for gr in opt.param_groups:
-                gr["lr"] = cosine_lr(step, cfg.lr, 0.0, warm, total)
-            logits = model(Xtr[idx, :L].to(device), Ltr[idx].to(device))
-            loss = F.cross_entropy(logits, Ytr[idx].to(device))
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            bar.update(1)
-        correct = correctness(model, Xev, Lev, Yev, device)
-        acc = int(correct.sum()) / len(correct)
-        rec = dict(epoch=epoch + 1, step=step, train_loss=loss.item(), eval_acc=acc,
-                   elapsed=round(time.perf_counter() - t0, 3))
-        hist.append(rec)
-        run.log(rec)
-        bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.3f}")
-    bar.close()
+    with tqdm(total=total, disable=quiet, desc=f"{cfg.task} {lm.variant} {cfg.init}", unit="step") as bar:
+        for epoch in range(cfg.epochs):
+            perm = torch.randperm(len(Xtr), generator=gen)
+            for i in range(0, len(Xtr), cfg.batch_size):
+                idx = perm[i:i + cfg.batch_size]
+                L = int(Ltr[idx].max())
+                for gr in opt.param_groups:
+                    gr["lr"] = cosine_lr(step, cfg.lr, 0.0, warm, total)
+                logits = model(Xtr[idx, :L].to(device), Ltr[idx].to(device))
+                loss = nn.functional.cross_entropy(logits, Ytr[idx].to(device))
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                step += 1
+                bar.update(1)
+            correct = correctness(model, Xev, Lev, Yev, device)
+            acc = int(correct.sum()) / len(correct)
+            rec = dict(epoch=epoch + 1, step=step, train_loss=loss.item(), eval_acc=acc,
+                       elapsed=round(time.perf_counter() - t0, 3))
+            hist.append(rec)
+            run.log(rec)
+            bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.3f}")
     counts = torch.bincount(Yev, minlength=len(labels))
     res = run.finish(dict(config=asdict(cfg), task=cfg.task, split=split_note,
                n_train=len(tr), n_eval=len(ev), train_fingerprint=examples_fingerprint(tr),

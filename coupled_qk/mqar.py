@@ -6,9 +6,9 @@ the model must answer each with its value. A fast, seeded, vectorised numpy gene
 # %% ../nbs/04a_mqar.ipynb #ea55a9a3
 from __future__ import annotations
 import dataclasses
-from dataclasses import dataclass
 import numpy as np
 import torch
+from .settings import check_number
 
 # %% auto #0
 __all__ = ['MQAR_PRESETS', 'IGNORE_INDEX', 'MQARConfig', 'mqar_config', 'sample_distinct', 'power_law_probs',
@@ -16,7 +16,7 @@ __all__ = ['MQAR_PRESETS', 'IGNORE_INDEX', 'MQARConfig', 'mqar_config', 'sample_
            'split_seeds', 'dup_within', 'mqar_accuracy']
 
 # %% ../nbs/04a_mqar.ipynb #d5722a94
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class MQARConfig:
     "One MQAR task: vocabulary, sequence length, key-value pairs, query power law, size and seed."
     vocab_size: int = 8192          # Zoology's default; large vocabularies separate architectures
@@ -33,8 +33,7 @@ class MQARConfig:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 bad(f"{name}={v!r} must be an int")
             object.__setattr__(self, name, int(v))      # plain ints: configs go into JSON run records
-        if self.num_kv_pairs < 1:
-            bad(f"num_kv_pairs={self.num_kv_pairs} must be >= 1")
+        check_number("num_kv_pairs", self.num_kv_pairs, 1, integer=True)
         if self.seq_len < 4 * self.num_kv_pairs:
             bad(f"seq_len={self.seq_len} is too short for num_kv_pairs={self.num_kv_pairs}: needs seq_len >= "
                 f"4*num_kv_pairs = {4*self.num_kv_pairs}; raise seq_len or lower num_kv_pairs")
@@ -45,10 +44,8 @@ class MQARConfig:
         if not (isinstance(self.power_a, (int, float, np.floating)) and np.isfinite(self.power_a) and self.power_a > 0):
             bad(f"power_a={self.power_a!r} must be a finite number > 0 (1.0 is uniform, Zoology uses 0.01)")
         object.__setattr__(self, "power_a", float(self.power_a))
-        if self.num_examples < 1:
-            bad(f"num_examples={self.num_examples} must be >= 1")
-        if self.seed < 0:
-            bad(f"seed={self.seed} must be >= 0 (numpy seeds are non-negative)")
+        check_number("num_examples", self.num_examples, 1, integer=True)
+        check_number("seed", self.seed, 0, integer=True)
     @property
     def context_len(self) -> int:
         "Tokens taken by the key-value pairs, k1 v1 k2 v2 ..."
@@ -164,7 +161,6 @@ def check_mqar(cfg: MQARConfig, inputs: torch.Tensor | np.ndarray, labels: torch
     assert (np.sort(qk, 1) == np.sort(keys, 1)).all(), "each key is queried exactly once"
     idx = np.argmax(keys[:, None, :] == qk[:, :, None], axis=2)  # which pair each query asks for
     assert (y[r, qpos].reshape(N, K) == np.take_along_axis(vals, idx, 1)).all(), "label = the queried key's value"
-    # (so every label is -100 except at the K positions that show a queried key)
 
 # %% ../nbs/04a_mqar.ipynb #b12fd198
 def query_slots(cfg: MQARConfig, labels: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -181,17 +177,12 @@ def row_hash(x: np.ndarray) -> np.ndarray:
 
 def split_seeds(seed: int) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
     "The (train, test) seed sequences of a split seed: SeedSequence(seed).spawn(2)."
-    tr, te = np.random.SeedSequence(seed).spawn(2)
-    assert tr.spawn_key != te.spawn_key
-    return tr, te
+    return tuple(np.random.SeedSequence(seed).spawn(2))
 
 def dup_within(x: np.ndarray) -> np.ndarray:
     "Mask of rows that repeat an earlier row of x."
     _, first = np.unique(x, axis=0, return_index=True)
-    m = np.ones(len(x), dtype=bool)
-    m[first] = False
-    return m
-
+    return ~np.isin(np.arange(len(x)), first)
 
 # %% ../nbs/04a_mqar.ipynb #4230ba60
 def mqar_accuracy(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> float:

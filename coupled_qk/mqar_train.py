@@ -10,7 +10,6 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 import numpy as np
 import torch
-import torch.nn as nn
 from .mqar import MQAR_PRESETS, MQARConfig, mqar_config, mqar_arrays, mqar_accuracy
 from .mqar import split_seeds, row_hash, dup_within
 from .attention import VARIANTS, POSITIONAL
@@ -72,8 +71,7 @@ class MQARTrainConfig:
         if not 0 <= self.warmup_frac < 1:
             raise ConfigError(f"warmup_frac={self.warmup_frac}; it must be in [0, 1)")
         try:
-            self.task_config()
-            self.model_config()
+            self.model_config()                    # the task's config first, then the model's
         except ValueError as e:
             raise ConfigError(str(e)) from None
     @property
@@ -88,7 +86,6 @@ class MQARTrainConfig:
         return model_config("smoke", self.variant, vocab_size=t.vocab_size, seq_len=t.seq_len, d_model=self.d_model,
                             n_layers=self.n_layers, n_heads=self.n_heads, positional=self.positional, init=self.init,
                             tie_embeddings=self.tie_embeddings, **over)
-
 
 # %% ../nbs/04b_mqar_train.ipynb #ba2ab826
 def mqar_test_set(cfg: MQARConfig, n_test: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -112,10 +109,9 @@ def mqar_batches(cfg: MQARConfig, batch_size: int, seed: int, test_inputs: torch
         keep = ~np.isin(row_hash(x), test_h)        # a hash collision only drops a training row: harmless
         yield torch.from_numpy(x[keep]), torch.from_numpy(y[keep])
 
-
 # %% ../nbs/04b_mqar_train.ipynb #2375648e
 @torch.no_grad()
-def mqar_eval(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, device,
+def mqar_eval(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.Tensor, device,
               batch_size: int = 256) -> tuple[float, float]:
     "(accuracy at query positions, mean loss) of `model` on a split."
     model.eval()
@@ -141,28 +137,27 @@ def train_mqar_lr(cfg: MQARTrainConfig, lr: float, test: tuple, device, quiet: b
     opt = make_optimizer(model, lr, cfg.weight_decay, device)
     batches = mqar_batches(cfg.task_config(), cfg.batch_size, cfg.seed, test[0])   # the same stream at every lr
     from tqdm.auto import tqdm
-    bar = tqdm(total=cfg.steps, disable=quiet, desc=f"mqar {cfg.variant} lr={lr:.2g}", unit="step")
     hist, diverged, t0 = [], False, time.perf_counter()
-    for step in range(cfg.steps):
-        for gr in opt.param_groups:
-            gr["lr"] = cosine_lr(step, lr, 0.0, cfg.warmup_steps, cfg.steps)
-        x, y = next(batches)
-        loss = model(x.to(device), y.to(device))[1]
-        diverged = not math.isfinite(loss.item())
-        if not diverged:
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            bar.update(1)
-        if diverged or (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
-            acc, tl = mqar_eval(model, *test, device)
-            hist.append(dict(step=step + 1, examples=(step + 1) * cfg.batch_size, train_loss=loss.item(), test_loss=tl,
-                             test_acc=acc, elapsed=round(time.perf_counter() - t0, 3)))
-            bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.3f}")
-        if diverged:
-            break                                 # a diverged lr is a result of the sweep, not an error
-    bar.close()
+    with tqdm(total=cfg.steps, disable=quiet, desc=f"mqar {cfg.variant} lr={lr:.2g}", unit="step") as bar:
+        for step in range(cfg.steps):
+            for gr in opt.param_groups:
+                gr["lr"] = cosine_lr(step, lr, 0.0, cfg.warmup_steps, cfg.steps)
+            x, y = next(batches)
+            loss = model(x.to(device), y.to(device))[1]
+            diverged = not math.isfinite(loss.item())
+            if not diverged:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                bar.update(1)
+            if diverged or (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
+                acc, tl = mqar_eval(model, *test, device)
+                hist.append(dict(step=step + 1, examples=(step + 1) * cfg.batch_size, train_loss=loss.item(),
+                                 test_loss=tl, test_acc=acc, elapsed=round(time.perf_counter() - t0, 3)))
+                bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.3f}")
+            if diverged:
+                break                                 # a diverged lr is a result of the sweep, not an error
     return dict(lr=lr, test_acc=hist[-1]["test_acc"], **{f"steps_to_{t:g}": steps_to(hist, t) for t in TARGETS},
                 best_acc=max(h["test_acc"] for h in hist), diverged=diverged, history=hist, dt=dt_per_head(model))
 
@@ -172,8 +167,7 @@ def _rank(r: dict) -> tuple:
 
 def train_mqar(cfg: MQARTrainConfig, out_dir: str | Path | None = None, quiet: bool = False, wait: bool = True,
                resume: bool = True) -> dict:
-    """The learning-rate sweep of one MQAR experiment; writes metrics.jsonl and result.json; returns the result (a
-    finished run's is read back unless `resume` is False: then it is trained afresh)."""
+    "The learning-rate sweep of one MQAR experiment in its run folder (a finished one is read back if `resume`)."
     with open_run("mqar", cfg, out_dir, wait=wait, resume=resume) as run:
         return run.result if run.result is not None else _train_mqar(cfg, run, quiet)
 
@@ -196,7 +190,6 @@ def _train_mqar(cfg: MQARTrainConfig, run: OpenRun, quiet: bool) -> dict:
                       n_test=cfg.n_test, seed_scheme="SeedSequence(seed).spawn(2) -> (train stream, test set); "
                       "a fresh training batch every step, rows equal to a test example dropped")
     return run.finish(dict(config=asdict(cfg), task=provenance, model=asdict(cfg.model_config()),
-                           params=n_params(model),
-                           coupling_params=coupling_params(model), best_lr=best["lr"], test_acc=best["test_acc"],
-                           **{k: best[k] for k in best if k.startswith("steps_to_")}, chance=2 / task.vocab_size,
-                           sweep=sweep, wall_clock_s=round(time.perf_counter() - t0, 3)))
+                           params=n_params(model), coupling_params=coupling_params(model), best_lr=best["lr"],
+                           test_acc=best["test_acc"], **{k: best[k] for k in best if k.startswith("steps_to_")},
+                           chance=2 / task.vocab_size, sweep=sweep, wall_clock_s=round(time.perf_counter() - t0, 3)))

@@ -6,13 +6,12 @@ named by it, one writer at a time, the metrics it logs, and checkpoints that res
 # %% ../nbs/05a_runs.ipynb #7a0e0003
 from __future__ import annotations
 import contextlib, dataclasses, hashlib, json, os, pickle, random, shutil, sys, zipfile
-from dataclasses import asdict
 from pathlib import Path
 import numpy as np
 import torch
-from .settings import load_settings, UserError
-from .provenance import (StateError, atomic_write, read_state, replacing, remove_stale_temporaries,
-                                   undo_on_failure)
+from .settings import load_settings, resolve_device, UserError
+from .provenance import (StateError, atomic_write, environment, git_revision, hardware, read_state,
+                                   replacing, remove_stale_temporaries, undo_on_failure)
 
 # %% auto #0
 __all__ = ['NON_RESULT_FIELDS', 'LATER_FIELDS', 'config_hash', 'from_record', 'run_id', 'default_run_dir', 'rng_state',
@@ -21,26 +20,19 @@ __all__ = ['NON_RESULT_FIELDS', 'LATER_FIELDS', 'config_hash', 'from_record', 'r
 
 # %% ../nbs/05a_runs.ipynb #7a0e0006
 NON_RESULT_FIELDS = ("device", "compile", "log_every", "ckpt_every")
-# Fields added after runs were committed, each with the value runs had before it existed: in a run's identity only
-# when it differs from that value, so an earlier run keeps its id.
 LATER_FIELDS = {"mlp_hidden": None, "test_scoring": "prefix"}
 
-
 def config_hash(cfg, data: dict | None = None) -> str:
-    """A run's one identity: sha256 of its config (without the fields in NON_RESULT_FIELDS) and its data
-    identity (`cfg.data_identity()` where the config has one: a changed corpus is a different run). A field of
-    LATER_FIELDS counts only when it differs from the value runs had before it existed, so adding a field keeps every
-    earlier run's id."""
+    "A run's one identity: sha256 of its config (less NON_RESULT_FIELDS, LATER_FIELDS at their old value) and data."
     skip = set(getattr(cfg, "NON_RESULT_FIELDS", NON_RESULT_FIELDS))
-    d = {k: v for k, v in (asdict(cfg) if dataclasses.is_dataclass(cfg) else cfg).items()
+    d = {k: v for k, v in (dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else cfg).items()
          if k not in skip and not (k in LATER_FIELDS and v == LATER_FIELDS[k])}
     if data is None:
         data = cfg.data_identity() if hasattr(cfg, "data_identity") else {}
     return hashlib.sha256(json.dumps([d, data], sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 def from_record(cls, config: dict):
-    """The config dataclass `cls` from a recorded config (config.json, result.json): a field of LATER_FIELDS that the
-    record lacks takes the value runs had before it existed, not today's default, so the record keeps its identity."""
+    "The config dataclass `cls` from a recorded config; a LATER_FIELDS field it lacks takes its earlier value."
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{**{k: v for k, v in LATER_FIELDS.items() if k in names}, **config})
 
@@ -55,13 +47,12 @@ def default_run_dir(kind: str, cfg, world_size: int = 1) -> Path:
 # %% ../nbs/05a_runs.ipynb #b16426d8
 def rng_state(data_gen: torch.Generator | None = None) -> dict:
     "Every random state of this process (and the data generator) as tensors and plain containers."
-    np_state = np.random.get_state()
-    py_state = random.getstate()
+    _, keys, pos, has_gauss, cached = np.random.get_state()
+    version, state, gauss = random.getstate()
     s = {"torch": torch.get_rng_state(),
-         "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
-                   "has_gauss": int(np_state[3]), "cached": float(np_state[4])},
-         "python": {"version": py_state[0], "state": torch.tensor(py_state[1], dtype=torch.int64),
-                    "gauss": py_state[2]}}
+         "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos), "has_gauss": int(has_gauss),
+                   "cached": float(cached)},
+         "python": {"version": version, "state": torch.tensor(state, dtype=torch.int64), "gauss": gauss}}
     if torch.cuda.is_available():
         s["cuda"] = torch.cuda.get_rng_state_all()
     if data_gen is not None:
@@ -89,8 +80,7 @@ def save_checkpoint(path: Path, state: dict) -> None:
         torch.save(state, tmp)
 
 def load_checkpoint(path: Path, device="cpu") -> dict:
-    """A checkpoint, loaded with weights_only=True (tensors and plain containers only: a checkpoint never runs
-    code). A torn, foreign or unsafe file is a one-line CheckpointError that says how to start afresh."""
+    "A checkpoint, loaded weights_only (it never runs code); a torn, foreign or unsafe file is a CheckpointError."
     try:
         st = torch.load(path, map_location=device, weights_only=True)
     except (RuntimeError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile, ValueError) as e:
@@ -107,8 +97,7 @@ class RunBusy(UserError):
     "Another process is writing this run."
 
 def check_run_folder(out: Path) -> None:
-    """Refuse, before any data is prepared, a run folder that cannot be made: a file where a folder should be, or a
-    folder this process may not write (nothing is created here)."""
+    "Refuse, before any data is prepared (and creating nothing), a run folder that cannot be made or written."
     p = Path(out)
     while not p.exists() and p != p.parent:
         p = p.parent
@@ -119,8 +108,7 @@ def check_run_folder(out: Path) -> None:
 
 @contextlib.contextmanager
 def run_lock(out: Path, wait: bool = True):
-    """Hold run folder `out`'s lock, so that one process writes a run: another one waits for it (`wait`) or
-    gets a one-line error. Temporaries left by a writer killed mid-write are removed once the lock is held."""
+    "Hold run folder `out`'s lock, then remove the temporaries a writer killed mid-write left."
     from filelock import FileLock, Timeout
     out = Path(out)
     try:
@@ -145,10 +133,8 @@ def read_metrics(run_dir: Path) -> list[dict]:
     p = Path(run_dir) / "metrics.jsonl"
     out = []
     for line in (p.read_text().splitlines() if p.is_file() else []):
-        try:
+        with contextlib.suppress(json.JSONDecodeError):      # a line torn by a crash mid-write
             out.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass          # a line torn by a crash mid-write
     return out
 
 def truncate_metrics(run_dir: Path, step: int) -> None:
@@ -185,7 +171,6 @@ class OpenRun:
     def finish(self, res: dict) -> dict:
         "Add what every result records, write result.json (last, atomically), return it."
         from coupled_qk import __version__
-        from coupled_qk.provenance import environment, git_revision, hardware
         res = dict(kind=self.kind, config_hash=self.config_hash, **res, coupled_qk_version=__version__,
                    torch_version=torch.__version__, git_revision=git_revision(), hardware=hardware(),
                    device=str(self.device), environment=environment())
@@ -194,44 +179,37 @@ class OpenRun:
         return res
 
 def finished_result(out: Path, chash: str) -> dict | None:
-    """The result.json in `out`, checked to be this run's (a one-line CheckpointError if not); None if unfinished,
-    or unreadable (torn or edited: it is removed, and the trainer finishes the run again from its checkpoint)."""
+    "The result.json in `out`, checked to be this run's; None if unfinished, or unreadable (then it is removed)."
     p = Path(out) / "result.json"
     try:
         res = read_state(p, "")
-    except StateError as e:      # a result is rebuilt from the run's checkpoint: the run is finished again
+    except StateError as e:
         print(f"{e.args[0].split(';')[0]}; the run is finished again from its checkpoint", file=sys.stderr, flush=True)
         p.unlink(missing_ok=True)
         return None
-    if res is None:
-        return None
-    check_same_run(p, res.get("config_hash"), chash)
+    if res is not None:
+        check_same_run(p, res.get("config_hash"), chash)
     return res
 
 @contextlib.contextmanager
 def open_run(kind: str, cfg, out_dir: Path | str | None = None, *, wait: bool = True, resume: bool = True,
              device: torch.device | None = None, world_size: int = 1, main: bool = True):
-    """Open run `cfg` of `kind` for training: its folder (default runs_dir/<kind>/<run id>) locked by this
-    process, its finished result (when `resume` and the run is done), config.json written. Yields an OpenRun.
-    Under data parallelism every rank opens the run; only the main one locks and writes."""
-    from coupled_qk.settings import resolve_device
+    "Open run `cfg` of `kind` (on every rank under data parallelism; only the main one locks and writes)."
     device = device if device is not None else resolve_device(getattr(cfg, "device", None))
     out = Path(out_dir) if out_dir else default_run_dir(kind, cfg, world_size)
     chash = config_hash(cfg)
     if resume:
         finished_result(out, chash)                   # another run's folder is refused before anything is made
     created = not out.exists()
-    # a run refused or stopped before it wrote anything (its data, its checkpoint to start from) leaves nothing,
-    # not even the folders above it that it made (runs_dir/<kind>)
+    # a run refused or stopped before it wrote anything leaves nothing, not even the folders it made above it
     with undo_on_failure(*[p for p in reversed(out.parents) if not p.exists()]):
         try:
             with run_lock(out, wait) if main else contextlib.nullcontext(out):
                 done = finished_result(out, chash) if resume else None   # again, under the lock: it is authoritative
-                run = OpenRun(out, kind, chash, device, done, main)
                 if done is None and main:
-                    atomic_write(out / "config.json", json.dumps(dict(config=asdict(cfg), config_hash=chash,
+                    atomic_write(out / "config.json", json.dumps(dict(config=dataclasses.asdict(cfg), config_hash=chash,
                                                                       world_size=world_size), indent=1))
-                yield run
+                yield OpenRun(out, kind, chash, device, done, main)
         except BaseException:
             if created and main and not any((out / f).exists() for f in ("ckpt.pt", "metrics.jsonl", "result.json")):
                 shutil.rmtree(out, ignore_errors=True)
