@@ -31,9 +31,8 @@ def nbs_dir() -> Path:
     return load_settings().root / "nbs"
 
 def experiment_config(run: Run, out: Path, device: str | None = None, compile: bool = False) -> dict:
-    """The config fields of `run` as its trainer takes them: the run's config, with execution fields (device,
-    `compile` for an LM run, GLUE's data folder) and, for a GLUE run, its LM run's folder in place of its id.
-    Execution fields are not part of a run's identity: a compiled run has the eager run's id."""
+    """The config fields of `run` as its trainer takes them: with execution fields, which are not part of its identity
+    (device, `compile` for an LM run, GLUE's data folder), and a GLUE run's LM run by its folder."""
     config = dict(run.config, **({"device": device} if device else {}),
                   **({"compile": True} if compile and run.kind == "lm" else {}))
     lm = config.pop("lm_run", None)
@@ -54,17 +53,10 @@ def typed_config(run: Run, out: Path, device: str | None = None, compile: bool =
 
 def trainer(kind: str):
     "The trainer function of a run kind: (config, out_dir, quiet=...) -> result."
-    if kind == "lm":
-        from coupled_qk.train import train
-        return train
-    if kind == "mqar":
-        from coupled_qk.mqar_train import train_mqar
-        return train_mqar
-    if kind == "adapt":
-        from coupled_qk.adapt import adapt
-        return adapt
-    from coupled_qk.glue import finetune
-    return finetune
+    import importlib
+    module, name = {"lm": ("train", "train"), "mqar": ("mqar_train", "train_mqar"), "adapt": ("adapt", "adapt"),
+                    "glue": ("glue", "finetune")}[kind]
+    return getattr(importlib.import_module(f"coupled_qk.{module}"), name)
 
 def train_seconds(res: dict) -> float:
     "Seconds a result spent in training steps and evaluations."
@@ -97,9 +89,8 @@ class RunCall(Checkpointable):
 
 def portable(x, runs_dir: Path | None = None):
     """`x` (a run's result, any JSON-like value) with every absolute path named by where it lies instead: under the
-    runs folder as `<runs_dir>/...`, under a folder setting as `<setting>/...`, in the project as a relative path.
-    A path from another machine is read by its shape (`.../runs/<kind>/<id>`, `.../data/...`); anything else keeps
-    only its last part, `<elsewhere>/name`. A committed summary then says nothing about the machine that made it."""
+    runs folder or a folder setting as `<setting>/...`, in the project as a relative path, another machine's by its
+    shape (`.../runs/<kind>/<id>`, `.../data/...`), anything else as `<elsewhere>/name`."""
     from coupled_qk.settings import _PATH_KEYS
     st = load_settings()
     folders = {k: getattr(st, k) for k in _PATH_KEYS if getattr(st, k)} | {"runs_dir": Path(runs_dir or st.runs_dir)}

@@ -41,10 +41,7 @@ def _field_type(ann: str):
     ann = str(ann)
     if ann.startswith("tuple"):
         return float, "+"
-    for name, t in (("bool", bool), ("int", int), ("float", float), ("str", str)):
-        if ann.split(" ")[0] == name:
-            return t, None
-    return str, None
+    return {"bool": bool, "int": int, "float": float}.get(ann.split(" ")[0], str), None
 
 def config_parser(cls, prog: str, description: str, choices: dict | None = None) -> Parser:
     "A parser with one --option per field of the dataclass `cls` (unset options keep the dataclass default)."
@@ -95,13 +92,10 @@ def one_line(e: BaseException) -> str:
 
 def _config_fields() -> set[str]:
     "Every field of the configs the commands take: the names a library message may use."
-    names = set()
-    for mod, cls in (("train", "TrainConfig"), ("mqar_train", "MQARTrainConfig"), ("glue", "GlueConfig"),
-                     ("bench", "BenchConfig")):
-        mod = sys.modules.get(f"coupled_qk.{mod}")     # only the ones this command imported
-        if mod is not None:
-            names |= {f.name for f in fields(getattr(mod, cls))}
-    return names
+    loaded = [(sys.modules.get(f"coupled_qk.{m}"), cls)      # only the ones this command imported
+              for m, cls in (("train", "TrainConfig"), ("mqar_train", "MQARTrainConfig"), ("glue", "GlueConfig"),
+                             ("bench", "BenchConfig"))]
+    return {f.name for mod, cls in loaded if mod is not None for f in fields(getattr(mod, cls))}
 
 def run_command(prog: str, body, argv) -> int:
     "Run `body(argv)`; expected failures become one line on stderr with exit status 2, fields named as flags."

@@ -34,11 +34,10 @@ def data_main(argv: list[str] | None = None) -> int:
                    description="The corpora and tokenizers this project knows, and what data_dir holds prepared.")
     a = p.parse_args(argv)
     if a.cmd == "list":
-        man = read_manifest()
         print("corpora:    " + ", ".join(CORPORA) + ", pydocs@VERSION, NAME=PATH")
         print("tokenizers: " + ", ".join(TOKENIZERS))
         print(f"prepared ({load_settings().data_dir / MANIFEST}):")
-        for n, m in man.items():
+        for n, m in read_manifest().items():
             sz = " ".join(f"{s}={m['splits'][s]['docs']}docs/{m['splits'][s]['chars'] / 1e6:.2f}M" for s in SPLITS)
             print(f"  {n:12s} {m['kind']:8s} {m['fingerprint'][:12]}  {sz}")
         return 0

@@ -32,10 +32,8 @@ def lm_macs_per_token(c: dict) -> float:
     return 3 * (12 * d * d * layers * coupling + vocab * d)
 
 def measured_throughput(figures_dir: Path | None = None) -> dict:
-    """(preset, variant) -> training tokens/s on a GPU, from what `scripts/gpu_check.sh` wrote into
-    figures/benchmark/cuda/: throughput.csv (compiled training runs of `coupled-qk train`, the trainer as
-    `reproduce` runs it) and summary.csv (the benchmark, its fastest mode). Where both have a preset and variant,
-    the training run's wins. Rows without a positive tokens/s are skipped; empty when neither file is there."""
+    """(preset, variant) -> training tokens/s on a GPU, from figures/benchmark/cuda/ (throughput.csv wins over
+    summary.csv); rows without a positive tokens/s are skipped; empty when neither file is there."""
     import pandas as pd
     folder = Path(figures_dir or load_settings().figures_dir) / "benchmark" / "cuda"
     out = {}
@@ -53,8 +51,7 @@ def measured_throughput(figures_dir: Path | None = None) -> dict:
     return out
 
 def estimate_seconds(run: Run, device_type: str = "cpu", measured: dict | None = None) -> float:
-    """Rough wall-clock of `run` as one of the parallel jobs on a device of this type: its multiply-accumulates at
-    MACS_PER_S, or its tokens at the measured GPU throughput (`measured_throughput`) where there is one."""
+    "Rough wall-clock of `run` as one of the parallel jobs on a device of this type (`measured`: GPU tokens/s)."
     c = run.config
     if run.kind == "lm":
         from coupled_qk.model import PRESETS
@@ -108,9 +105,8 @@ def shape_of(c: dict) -> tuple:
     return tuple(c.get(k) for k in ("preset", "d_model", "n_layers", "n_heads", "batch_size"))
 
 def timed_ratios(summaries: Path) -> dict:
-    """Shape (`shape_of`) -> the median of measured over modelled seconds of its committed LM summaries. MACS_PER_S
-    is one rate for every size; the ladder's sizes ran at 0.5 to 1.3 times it, so a dry run corrects the modelled
-    estimate of a run not made yet by the runs of its shape that were timed."""
+    """Shape (`shape_of`) -> the median of measured over modelled seconds of its committed LM summaries: MACS_PER_S
+    is one rate for every size, but the ladder's sizes ran at 0.5 to 1.3 times it."""
     ratios = {}
     for p in Path(summaries).glob("lm-*.json"):
         try:

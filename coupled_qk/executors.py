@@ -5,7 +5,7 @@ A run is the same picklable call on every executor."""
 
 # %% ../nbs/09d_executors.ipynb #28e272ad
 from __future__ import annotations
-import json, os
+import contextlib, json, os
 from pathlib import Path
 from .settings import load_settings, ConfigError, SettingsError, check_choice
 from .provenance import atomic_write, read_state
@@ -21,25 +21,19 @@ EXECUTORS = ("local", "slurm", "submitit-local")
 def _int_setting(st, key: str, low: int = 1) -> int:
     "An integer setting (slurm_*), refused in one line naming the setting when it is not one."
     v = getattr(st, key)
-    try:
-        n = int(v)
-    except ValueError:
-        n = None
-    if n is None or n < low:
-        raise SettingsError(f"{key}={v!r}: give a whole number >= {low} (settings.ini or COUPLED_QK_{key.upper()})")
-    return n
+    with contextlib.suppress(ValueError):
+        if int(v) >= low:
+            return int(v)
+    raise SettingsError(f"{key}={v!r}: give a whole number >= {low} (settings.ini or COUPLED_QK_{key.upper()})")
 
 def slurm_parameters(st=None, gpus: int | None = None) -> dict:
-    """submitit's AutoExecutor parameters from the `slurm_*` settings: one task per GPU on one node (a run with
-    more than one GPU trains data-parallel, one process per GPU), the time limit, and any extra sbatch options."""
+    "submitit's AutoExecutor parameters from the `slurm_*` settings: one task per GPU on one node (data-parallel)."
     st = st or load_settings()
     gpus = _int_setting(st, "slurm_gpus_per_run", low=0) if gpus is None else gpus
     p = dict(nodes=1, gpus_per_node=gpus, tasks_per_node=max(1, gpus),
              cpus_per_task=_int_setting(st, "slurm_cpus_per_run"), mem_gb=_int_setting(st, "slurm_mem_gb"),
              timeout_min=_int_setting(st, "slurm_time_min"))
-    for key in ("partition", "account", "qos"):
-        if getattr(st, f"slurm_{key}"):
-            p[f"slurm_{key}"] = getattr(st, f"slurm_{key}")
+    p |= {f"slurm_{k}": getattr(st, f"slurm_{k}") for k in ("partition", "account", "qos") if getattr(st, f"slurm_{k}")}
     extra = {}
     for item in filter(None, (x.strip() for x in st.slurm_extra.split(";"))):
         k, eq, v = item.partition("=")
@@ -56,8 +50,7 @@ def _worker_init() -> None:
     warnings.filterwarnings("ignore", message=".*Unable to parse line.*")
 
 class LocalPool:
-    """`--executor local`: `jobs` worker processes on this machine, started once and reused, each running one
-    call at a time (spawned, not forked: a fresh interpreter per worker, with this process's environment)."""
+    "`--executor local`: `jobs` spawned worker processes on this machine, started once and reused."
     name = "local"
     poll_s = 0.2
     def __init__(self, jobs: int):
@@ -79,8 +72,7 @@ ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEU
           "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "PREEMPTED", "UNKNOWN")
 
 def use_squeue() -> None:
-    """Have submitit's Slurm jobs read their states from squeue: its class-wide watcher (shared by every Slurm job
-    of this process, job arrays included) is replaced once by one that asks squeue for this user's jobs."""
+    "Have submitit's Slurm jobs read their states from squeue: its class-wide watcher is replaced once."
     import submitit
     from submitit.slurm.slurm import SlurmInfoWatcher
     if getattr(submitit.SlurmJob.watcher, "squeue", False):
@@ -148,10 +140,8 @@ def check_sbatch(parameters: dict) -> None:
         raise sbatch_refusal(p.stderr + p.stdout)
 
 class SubmititPool:
-    """`--executor slurm` (one Slurm job per run; the runs of one submission go out as one job array, at most
-    `slurm_array_parallelism` running at once) or `submitit-local` (submitit's LocalExecutor: the same submission,
-    checkpoint and requeue path on this machine). Job ids are kept in `folder/jobs.json`, so that a second `reproduce`
-    finds the jobs still queued or running on Slurm (through squeue), follows them, and submits only what is missing."""
+    """`--executor slurm` (one job array per submission) or `submitit-local` (the same path on this machine); job ids
+    are kept in `folder/jobs.json`, so that a second `reproduce` follows the jobs still queued or running."""
     def __init__(self, kind: str, folder: Path, parameters: dict | None = None):
         import submitit
         self.name, self.folder = kind, Path(folder)
@@ -181,7 +171,7 @@ class SubmititPool:
                 if job.watcher.get_state(job.job_id, mode="cache") in ACTIVE[:-1]}
     def submit_all(self, items: list) -> list:
         "Submit (call, key) pairs, on Slurm as one job array; their handles, in order."
-        import contextlib, io
+        import io
         from submitit.core.utils import FailedJobError
         if not items:
             return []
@@ -209,8 +199,7 @@ class JobHandle:
         return self.job.results()[0]
 
 def check_executor(kind: str) -> None:
-    """Refuse, in one line and before any work, an executor that cannot run here: an unknown name, submitit
-    missing, Slurm without its commands on this machine, or a `slurm_*` setting that is not what it should be."""
+    "Refuse, in one line and before any work, an executor that cannot run here (name, submitit, Slurm, settings)."
     import shutil
     check_choice("executor", kind, EXECUTORS, "executor")
     if kind == "local":
@@ -232,10 +221,8 @@ def make_executor(kind: str, jobs: int, folder: Path):
     check_executor(kind)
     return LocalPool(jobs) if kind == "local" else SubmititPool(kind, folder)
 
-# %% ../nbs/09d_executors.ipynb #618e8402
 def distributed_env() -> None:
-    """Under a Slurm job of several tasks (one per GPU), export what torch.distributed reads (RANK, WORLD_SIZE,
-    LOCAL_RANK, MASTER_ADDR, MASTER_PORT) from submitit's job environment; nothing otherwise."""
+    "Under a Slurm job of several tasks (one per GPU), export what torch.distributed reads; nothing otherwise."
     if "SUBMITIT_EXECUTOR" not in os.environ:
         return
     import submitit
@@ -252,17 +239,15 @@ def _requeue_ignoring_sigterm(env, countdown: int) -> None:
     logger.get_logger().info(f"Requeued job {env.job_id} ({countdown} remaining timeouts)")
 
 def shield_requeue() -> None:
-    """In a Slurm job, have submitit run `scontrol requeue` with SIGTERM ignored. The requeue signals every process
-    of the job at once, scontrol among them while it exits: killed so, it made submitit record the job, requeued all
-    the same, as failed (seen on a loaded machine), and the run's result was read before its next attempt."""
+    """In a Slurm job, have submitit run `scontrol requeue` with SIGTERM ignored: killed by the requeue's signal, it
+    made submitit record the job, requeued all the same, as failed (seen on a loaded machine)."""
     if os.environ.get("SUBMITIT_EXECUTOR") != "slurm":
         return
     from submitit.slurm.slurm import SlurmJobEnvironment
     SlurmJobEnvironment._requeue = _requeue_ignoring_sigterm
 
 class Checkpointable:
-    """submitit's checkpoint protocol: on a timeout or preemption the job is requeued with the same call, and the
-    call resumes from the run's last checkpoint (the trainer's exact resume)."""
+    "submitit's checkpoint protocol: a job timed out or preempted is requeued with the same call, which resumes."
     def checkpoint(self, *args, **kwargs):
         from submitit.helpers import DelayedSubmission
         return DelayedSubmission(self, *args, **kwargs)

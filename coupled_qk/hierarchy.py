@@ -29,8 +29,7 @@ PAPER = {
 # %% ../nbs/09a_hierarchy.ipynb #09ahier2
 @dataclass(frozen=True)
 class Hypothesis:
-    """One pre-registered claim: its place in the hierarchy, the comparison, the claimed effect and the MDE it is
-    sized for."""
+    "One pre-registered claim: its place in the hierarchy, the comparison, the claimed effect and its seeds' MDE."
     place: str              # primary | secondary | exploratory (the order of HIERARCHY is the gate's sequence)
     claim: str
     group: str              # the variant tested ...

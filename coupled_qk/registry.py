@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from .settings import load_settings, UserError
+from .settings import load_settings, UserError, check_choice
 from .scales import ScaleSpec, scale_spec
 
 # %% auto #0
@@ -22,9 +22,8 @@ KINDS = ("lm", "mqar", "glue", "adapt")
 
 @dataclass(frozen=True)
 class Run:
-    """One training job: its kind, its configuration (the fields of the kind's config dataclass that differ from
-    its defaults), and how an artifact labels it. Its identity is the trainer's: `config_hash` of the typed
-    config and its data, so `coupled-qk train` and `coupled-qk reproduce` name the same run alike."""
+    """One training job: its kind, its configuration (its config dataclass's fields that differ from the defaults),
+    and its tags; its identity is the trainer's, so `train` and `reproduce` name the same run alike."""
     kind: str
     config: dict = field(hash=False)
     tags: dict = field(default_factory=dict, hash=False, compare=False)
@@ -51,22 +50,18 @@ def lm_run(s: ScaleSpec, variant: str, seed: int, corpus: str = "wikitext103", p
     """An LM run at scale `s`; `corpus` is the paper's corpus name, mapped to this scale's stand-in (other names as
     given). The variant's tuned values (`s.tuned`) apply unless `overrides` set them."""
     from coupled_qk.attention import ATTENTION, DifferentialAttention
+    from coupled_qk.model import PRESETS
     lm = {**s.lm, **(s.differential if ATTENTION[variant] is DifferentialAttention else {}), **s.tuned.get(variant, {}),
           **overrides}
-    per_step = lm["batch_size"] * lm.get("grad_accum", 1) * lm.get("seq_len", _seq_len(preset or s.preset))
+    per_step = lm["batch_size"] * lm.get("grad_accum", 1) * lm.get("seq_len", PRESETS[preset or s.preset].seq_len)
     steps = max(1, round(s.lm_tokens * budget * tokens_mult / per_step))
     cfg = dict(preset=preset or s.preset, variant=variant, corpus=s.corpora.get(corpus, corpus), tokenizer=s.tokenizer,
                seed=seed, max_steps=steps, eval_every=max(1, steps // s.evals), **lm)
     return Run("lm", cfg, tags=dict(corpus_role=corpus, **(tags or {})))
 
-def _seq_len(preset: str) -> int:
-    from coupled_qk.model import PRESETS
-    return PRESETS[preset].seq_len
-
 def mqar_run(s: ScaleSpec, task: str, variant: str, seed: int = 0, budget: float = 1.0, lr: float | None = None,
              tags: dict | None = None) -> Run:
-    """An MQAR run at scale `s`: at `lr` where given, else at the variant's tuned lr (`s.mqar_tuned`), else the scale's
-    lrs."""
+    "An MQAR run at scale `s` at `lr`, else at the variant's tuned lr (`s.mqar_tuned`), else at the scale's lrs."
     cfg = dict(task=task, variant=variant, seed=seed, **s.mqar)
     cfg["steps"] = max(1, round(cfg["steps"] * budget))
     cfg["eval_every"] = min(cfg["eval_every"], cfg["steps"])
@@ -113,24 +108,21 @@ def _seeds(s: ScaleSpec, variant: str) -> tuple:
     return s.variant_seeds.get(variant, s.seeds if variant in PRIMARY + ("standard_matched",) else s.few_seeds)
 
 def matched_hidden(s: ScaleSpec, variant: str = "hamiltonian") -> int:
-    """The MLP width that gives standard the coupling's extra parameters (those of `variant`, spread over the layers'
-    MLPs)."""
+    "The MLP width that gives standard the extra parameters of `variant`'s coupling, spread over the layers' MLPs."
     from coupled_qk.model import count_on_meta
     cfg = lm_run(s, variant, s.seeds[0]).typed().model_config(vocab_size=8)
     extra = count_on_meta(cfg)[1]
     return cfg.d_ff + round(extra / (2 * cfg.d_model * cfg.n_layers))
 
 def _param_matched(s, b, seeds=None):
-    """Standard with the MLP widened by the coupling's parameter count, at every seed (or `seeds`): how much of a gain
-    is parameters."""
+    "Standard with MLPs widened by the coupling's parameters, at every seed (or `seeds`): how much gain is parameters."
     return [lm_run(s, "standard", seed, budget=b, tags=dict(control="param_matched"), mlp_hidden=matched_hidden(s))
             for seed in (_seeds(s, "standard_matched") if seeds is None else seeds)]
 def _main(s, b): return [lm_run(s, v, seed, budget=b) for v in MAIN for seed in _seeds(s, v)] + _param_matched(s, b)
 def _ablation(s, b): return [lm_run(s, v, seed, budget=b) for v in ABLATION for seed in _seeds(s, v)]
 def steps_fields(s: ScaleSpec, variant: str, n: int, settings: dict | None = None) -> dict:
-    """The TrainConfig fields of `variant` at n integration steps (none at n = 1): `n_steps`, and where the scale says
-    `steps_horizon`, Δt init / n, so that n steps integrate the horizon of the tuned single step (`settings`, default
-    the variant's tuned values) more finely instead of n times as far."""
+    """The TrainConfig fields of `variant` at n integration steps (none at n = 1): `n_steps`, and with the scale's
+    `steps_horizon`, Δt init / n of the tuned single step's (`settings`, default the variant's tuned values)."""
     if n == 1:
         return {}
     if not s.steps_horizon:
@@ -157,9 +149,7 @@ def _vocab(tokenizer: str) -> int:
     return {"bytes": 257, "gpt2": 50257}.get(tokenizer) or int(tokenizer.removeprefix("bpe-"))
 def ladder_sizes(s: ScaleSpec, budget: float = 1.0) -> dict:
     """The compute-matched ladder's sizes at `budget`: label -> (model overrides, standard's parameters, steps,
-    warm-up). Every size trains at the main size's tokens per parameter (standard's), with its warm-up scaled to its
-    own steps. A ladder with fewer than two sizes, an unknown size named in its settings, or a size with no more steps
-    than its warm-up is refused here, before any run is planned."""
+    warm-up), each at the main size's tokens per parameter; a ladder it cannot train is refused before any plan."""
     from coupled_qk.model import count_on_meta
     lad, main = s.ladder, lm_run(s, "standard", 0, budget=budget).config
     labels = [lab for lab, _ in lad.get("sizes", ())]
@@ -183,12 +173,8 @@ def ladder_sizes(s: ScaleSpec, budget: float = 1.0) -> dict:
                         f"warm-up {w}; valid: --budget {m / lm_run(s, 'standard', 0).config['max_steps']:.3g} or more")
     return {lab: (ov, params[lab], *schedule(main["max_steps"])[lab]) for lab, ov in lad["sizes"]}
 def _scaling(s, b):
-    """Two ladders. The fixed-token ladder (stage `fixed_tokens`): standard, Hamiltonian and the invertible coupling
-    at every size of `sizes` on the same tokens, so the larger models are the more under-trained. The compute-matched
-    ladder (`ladder`): every size at the main size's tokens per parameter; stage `lr` brackets each variant's lr per
-    size on selection seeds, `pilot` trains the largest size's pilot pairs at the chosen lrs, `eval` the design's
-    evaluation seeds (the main size's are the main table's runs, sized by their own pre-registration). A variant's
-    pilot and evaluation runs are planned once its lr is chosen at that size."""
+    """Two ladders: the fixed-token one (stage `fixed_tokens`, every size of `sizes` on the same tokens) and the
+    compute-matched `ladder` (stages `lr`, `pilot`, `eval`; a variant's pilot and evaluation wait for its chosen lr)."""
     fixed = [lm_run(s, v, seed, preset=p, budget=b, tags=dict(size=label, stage="fixed_tokens"), **ov)
              for label, p, ov in s.sizes for v in SCALING for seed in s.seeds]
     if not s.ladder:
@@ -216,9 +202,8 @@ def _long_budget(s, b):
     return [lm_run(s, v, seed, budget=b, tokens_mult=m, tags=dict(budget=m)) for m in (1.0, s.long_budget)
             for v in ("standard", "hamiltonian") for seed in s.seeds]
 def _corpus(s, b):
-    """Coherent against heterogeneous text at every seed; at the first few, the code corpus, and the invertible
-    coupling on the heterogeneous text (where the additive coupling hurt); on the main corpus, both invertible
-    variants and their parents (the main table's runs)."""
+    """Coherent against heterogeneous text at every seed; at the first few, the code corpus, the invertible coupling
+    on the heterogeneous text (where the additive one hurt), and both invertible variants on the main corpus."""
     runs = [lm_run(s, v, seed, corpus=c, budget=b) for c in ("wikitext103", "openwebtext")
             for v in ("standard", "hamiltonian") for seed in s.seeds]
     later = {"wikitext103": ("invertible", "invertible_differential", "differential"), "openwebtext": ("invertible",)}
@@ -227,9 +212,8 @@ def _corpus(s, b):
             + [lm_run(s, v, seed, corpus=c, budget=b) for c, vs in later.items() for v in vs for seed in s.few_seeds])
 MQAR_VARIANTS = ("standard", "hamiltonian")
 def _mqar(s, b):
-    """Standard and coupled on every task, paired by seed, each at its tuned lr: the decided task (`mqar_decided`,
-    chosen on selection seeds where standard neither saturates nor sits at chance) at `mqar_seeds`, the others at the
-    first few seeds. Without a decided task, every task at the first few seeds."""
+    """Standard and coupled on every task, paired by seed, each at its tuned lr: the decided task (`mqar_decided`) at
+    `mqar_seeds`, every other task at the first few seeds."""
     return [mqar_run(s, t, v, seed, budget=b) for t in s.mqar_tasks for v in MQAR_VARIANTS
             for seed in (s.mqar_seeds if t == s.mqar_decided else s.few_seeds)]
 def _glue(s, b):
@@ -239,13 +223,10 @@ def _glue(s, b):
         runs += [init] + [glue_run(s, t, init, v, seed) for t in s.glue_tasks for seed in s.glue_seeds]
     return runs + [glue_run(s, t, None, "standard", seed) for t in s.glue_tasks for seed in s.glue_seeds]
 def _lr_sweep(s, b):
-    """Learning-rate selection, on the selection seeds (no other artifact uses them). Stage 1: every variant at each
-    of the sweep's lrs, Δt init at its default. Stage 2: each variant with dynamics at each Δt init, at the lr that
-    stage 1 chose (`sweep['chosen']`; until it has chosen, the scale's lr). Where the sweep says `pairs`, stage 3
-    trains the secondaries' other arms at the chosen settings on the same seeds, so that the power calculation reads
-    paired sds at the settings the evaluation uses: the parameter-matched standard, and Hamiltonian and Euler at
-    n = 4. Where it names an `mqar` task, stage 4 sweeps each MQAR variant's lr on that task. The sweep's `lm` sets
-    TrainConfig fields of its own LM runs (at cpu: the test scoring they were made with)."""
+    """Learning-rate selection on the selection seeds: stage 1 the lr, stage 2 Δt init at stage 1's choice (until it
+    has chosen, the scale's lr), stage 3 (`pairs`) the secondaries' other arms at the chosen settings (the
+    parameter-matched standard; Hamiltonian and Euler at n = 4), stage 4 (`mqar`) each MQAR variant's lr. The sweep's
+    `lm` sets TrainConfig fields of its own LM runs (at cpu: the test scoring they were made with)."""
     import dataclasses
     from coupled_qk.attention import COUPLED, AttentionConfig
     sw, default_dt = s.sweep, AttentionConfig().dt_init
@@ -271,16 +252,14 @@ def _analysis(s, b): return [lm_run(s, v, s.seeds[0], budget=b) for v in ABLATIO
 ADAPT_ROLES = ("wikitext103", "openwebtext")          # the coherent and the heterogeneous corpus: the paper's contrast
 def _finetune(s, b):
     """A pretrained model adapted to each corpus: zero-shot; the lr selection of the coupling and of LoRA on the
-    selection seeds (validation only); once the selection has chosen (`adapt_tuned`), every trained method at its
-    chosen lr on the evaluation seeds, the whole test split scored; one step-cost benchmark. None where the scale has
-    no `adapt`."""
+    selection seeds; once it has chosen (`adapt_tuned`), every trained method on the evaluation seeds; one step-cost
+    benchmark. None where the scale has no `adapt`."""
     if not s.adapt:
         return []
     sw = s.adapt_sweep
     zero = [adapt_run(s, c, "zero_shot", 0, b, tags=dict(stage="eval")) for c in ADAPT_ROLES]
     select = [adapt_run(s, sw["corpus"], m, seed, b, tags=dict(stage="lr"), lr=lr, test_scoring="none")
               for m, lrs in sw["lrs"].items() for lr in (*lrs, *sw.get("widen", {}).get(m, ())) for seed in sw["seeds"]]
-    # the evaluation runs train at the selection's choice: until it has chosen (`adapt_tuned` empty), there are none
     evaluate = [adapt_run(s, c, m, seed, b, tags=dict(stage="eval")) for c in ADAPT_ROLES
                 for m in ("coupling", "lora", "coupling_lora") for seed in s.adapt_seeds] if s.adapt_tuned else []
     return zero + select + evaluate + [adapt_run(s, sw["corpus"], "step_cost", 0, b, tags=dict(stage="cost"))]
@@ -300,11 +279,6 @@ def _decided(s, b):
     """The runs of the pre-registered hierarchy: the main table's (the primary and secondaries 1-3) and the steps
     artifact's Hamiltonian and Euler at the step counts where they can differ (`steps_euler`, secondary 4)."""
     return _main(s, b) + [r for r in _steps(s, b) if r.tags["n_steps"] in s.steps_euler]
-def _claims(s, b):
-    """The claims table trains the hierarchy's runs (`_decided`): the default plan decides its tested rows from runs
-    it makes. Every exploratory row reads the summaries of its artifact's runs where they exist (the on-request
-    artifacts' are committed with them), and says how many it found."""
-    return _decided(s, b)
 
 @dataclass(frozen=True)
 class Artifact:
@@ -329,7 +303,7 @@ ARTIFACTS = {a.name: a for a in (
     Artifact("analysis", "Analysis: entropy, spectral gap, learned Δt, trajectories", "paper/10_analysis.ipynb",
              _analysis),
     Artifact("claims", "Claims: every claim of the paper, with n, CI, paired p, MDE and a verdict",
-             "paper/11_claims.ipynb", _claims),
+             "paper/11_claims.ipynb", _decided),        # its exploratory rows read the on-request artifacts' summaries
     Artifact("lr_sweep", "Learning-rate and Δt selection, on the selection seeds", "paper/00_lr_sweep.ipynb",
              _lr_sweep, default=False),
     Artifact("long_budget", "The main comparison at a budget several times longer", "paper/13_long_budget.ipynb",
@@ -345,8 +319,7 @@ DEFAULT_ARTIFACTS = tuple(a for a in ARTIFACTS if ARTIFACTS[a].default)
 
 def artifact_runs(name: str, scale: str, budget: float = 1.0) -> list[Run]:
     "The runs artifact `name` needs at `scale`."
-    if name not in ARTIFACTS:
-        raise ValueError(f"unknown artifact {name!r}; valid: {', '.join(ARTIFACTS)}")
+    check_choice("artifact", name, ARTIFACTS)
     return ARTIFACTS[name].runs(scale_spec(scale), budget)
 
 # %% ../nbs/09a_registry.ipynb #3aa43028

@@ -33,8 +33,7 @@ def _parquet(path: Path, rows: dict) -> None:
     pd.DataFrame(rows).to_parquet(path, index=False)
 
 def hub_fixture(root: Path, docs: int = 300, seed: int = 0) -> dict[str, Path]:
-    """Synthetic corpora and GLUE tasks in the hub's file layout (parquet, named as the hub's parquet conversion
-    names them) under `root`; returns the `local_*` settings that point the real readers at them."""
+    "Synthetic corpora and GLUE tasks in the hub's parquet layout under `root`; the `local_*` settings naming them."
     import numpy as np
     rng = np.random.default_rng(seed)
     wiki = root / "Salesforce" / "wikitext" / "wikitext-103-raw-v1"
@@ -100,8 +99,7 @@ def rehearsal_config(run: Run, exact: bool, lm_dirs: dict, glue_dir: Path):
     if run.kind == "mqar":
         return MQARTrainConfig(**dict(c, **({} if exact else dict(d_model=32, vocab_size=64)), steps=REHEARSAL_STEPS,
                                       eval_every=REHEARSAL_STEPS, n_test=8, batch_size=SHRUNK["batch_size"],
-                                      lrs=c["lrs"][:1],
-                                      device="cpu"))
+                                      lrs=c["lrs"][:1], device="cpu"))
     lm = c.pop("lm_run", None)
     over = {} if lm is not None else dict(preset=c["preset"], corpus=c["corpus"],
                                               tokenizer=c["tokenizer"] if exact else "bytes")
@@ -130,10 +128,8 @@ def _gpt2_for_rehearsal(log):
 
 def rehearse(scale: str = "paper", artifacts=None, exact: bool = True, log=print,
              workdir: Path | None = None) -> list[str]:
-    """Build every distinct configuration of `artifacts` at `scale` and train it for 2 optimizer steps on CPU, on
-    hub-layout fixture data read through the real local-copy readers (every GLUE head takes one step from its
-    rehearsed LM run). Nothing of the user's data or runs is touched: it all happens in `workdir` (a temporary
-    folder by default). Returns one line per configuration; a configuration that fails raises, naming it."""
+    """Train every distinct configuration of `artifacts` at `scale` for 2 steps on the hub fixture, in `workdir` (a
+    temporary folder by default: nothing of the user's is touched); one line each, a failure raised naming it."""
     from coupled_qk.registry import ARTIFACTS, plan
     from coupled_qk.calls import trainer
     # an adaptation run needs the real pretrained model, which no fixture stands in for (the finetune artifact is

@@ -50,8 +50,7 @@ def curves(artifact: str, scale: str, budget: float = 1.0, figures_dir: Path | N
         s = _summary(r, summaries)
         if s is None:
             continue
-        for m in s["curve"]:
-            rows.append({"run_id": r.run_id, **r.config, **r.tags, **m})
+        rows += [{"run_id": r.run_id, **r.config, **r.tags, **m} for m in s["curve"]]
     return pd.DataFrame(rows)
 
 # %% ../nbs/09c_results.ipynb #b3c05702
@@ -72,10 +71,8 @@ def bench_cost(variant: str, name: str, figures_dir: Path | None = None, mode: s
 
 # %% ../nbs/09c_results.ipynb #1fdf2824
 def match_budgets(se, variant: str, cost: float | None = None):
-    """Per run of `variant` in `se` (the runs of the sample-efficiency artifact: standard at several budgets), against
-    standard's budgets at its seed: the tokens standard needs to match it, and the change against standard at equal
-    wall-clock (standard given `cost` × its tokens; `cost` None: the recorded seconds). Seeds with fewer than two
-    standard budgets are left out."""
+    """Per run of `variant` in `se` (the sample-efficiency artifact's runs), against standard's budgets at its seed:
+    tokens to match it, and the change at equal wall-clock. Seeds with fewer than two standard budgets are left out."""
     import math
     import pandas as pd
     from coupled_qk.curves import tokens_to_match, value_at

@@ -29,18 +29,15 @@ def unavailable(artifacts, scale: str) -> dict[str, str]:
     if "glue" in artifacts and scale != "paper" and glue_dir_for() is None:
         out["glue"] = ("skipped glue: no GLUE data here; to make it, set local_glue in settings.ini (or "
                        "COUPLED_QK_LOCAL_GLUE) to a folder holding SST-2/, MNLI/ and QNLI/ in GLUE's layout")
-    if "drift" in artifacts and scale_spec(scale).drift_corpus is None:
-        with_drift = [s for s, spec in SCALE_SPECS.items() if spec.drift_corpus]
-        out["drift"] = f"skipped drift: it is measured at scale {', '.join(with_drift)} only (ScaleSpec.drift_corpus)"
-    if "finetune" in artifacts and not scale_spec(scale).adapt:
-        with_adapt = [s for s, spec in SCALE_SPECS.items() if spec.adapt]
-        out["finetune"] = f"skipped finetune: it is measured at scale {', '.join(with_adapt)} only (ScaleSpec.adapt)"
+    for a, field_ in (("drift", "drift_corpus"), ("finetune", "adapt")):    # measured only where the scale has one
+        if a in artifacts and not getattr(scale_spec(scale), field_):
+            where = [s for s, spec in SCALE_SPECS.items() if getattr(spec, field_)]
+            out[a] = f"skipped {a}: it is measured at scale {', '.join(where)} only (ScaleSpec.{field_})"
     return out
 
 def prepare_corpora(scale: str, artifacts=None, budget: float = 1.0) -> dict[str, str]:
-    """Prepare the corpora the runs of `artifacts` (default: all) train on at `scale`, before any run is planned: a
-    run's identity holds its corpus's fingerprint (a difference from the pinned text is said once, in reproduce's
-    summary). Only those: a corpus no requested run reads is never fetched, so it need not be reachable. A Debian
+    """Prepare the corpora the runs of `artifacts` (default: all) train on at `scale` before any run is planned (a
+    run's identity holds its corpus's fingerprint), and only those, so that no other need be reachable. A Debian
     version that no source here serves (`VersionGone`) skips the artifacts that read it: {artifact: the line why}."""
     from coupled_qk.corpora import prepare
     from coupled_qk.debian import VersionGone
@@ -143,11 +140,11 @@ def error_line(e: BaseException) -> str:
 
 class _Progress:
     "One line per finished run: what it was, its time, k/N done, and an ETA from the estimates scaled by what it took."
-    def __init__(self, runs: list[Run], jobs: int, log):
+    def __init__(self, runs: list[Run], log):
         import torch
         dev = "cuda" if torch.cuda.is_available() else "cpu"
         self.est = {r.run_id: estimate_seconds(r, dev) for r in runs}
-        self.n, self.k, self.jobs, self.log, self.t0, self.done_est = len(runs), 0, jobs, log, time.time(), 0.0
+        self.n, self.k, self.log, self.t0, self.done_est = len(runs), 0, log, time.time(), 0.0
     def __call__(self, run: Run, what: str, seconds: float | None = None, overhead: float | None = None):
         self.k += 1
         self.done_est += self.est.get(run.run_id, 0.0)
@@ -161,14 +158,13 @@ def execute_runs(todo: list[Run], runs_dir: Path, summaries: Path, jobs: int, ex
     """Execute `todo` through `executor`, runs without dependencies first, then the ones that need them; write each
     finished run's summary. A failed run is one line naming it and its error; the others go on. `compile`: LM runs
     train under torch.compile, with inductor's cache in `runs_dir/inductor-cache`, kept warm across runs and calls."""
-    if executor != "slurm":                  # a Slurm job has its own CPUs (slurm_cpus_per_run)
-        threads = max(1, (os.cpu_count() or 1) // jobs)
-        os.environ.setdefault("OMP_NUM_THREADS", str(threads))   # workers inherit it; one share of the cores each
+    if executor != "slurm":       # workers inherit one share of the cores each; a Slurm job has its own CPUs
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // jobs)))
     if compile:
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(runs_dir).resolve() / "inductor-cache"))
     devices = _devices(jobs)
     done_ids = set(rep.cached)
-    progress = _Progress(todo, jobs, log)
+    progress = _Progress(todo, log)
     pool = make_executor(executor, jobs, runs_dir / "submitit")
     try:
         following = pool.running()             # Slurm jobs an earlier reproduce submitted, still queued or running
@@ -254,11 +250,9 @@ def draw_artifacts(artifacts, scale: str, budget: float, jobs: int, runs_dir: Pa
 def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float = 1.0, redraw: bool = False,
               runs_dir: Path | None = None, figures_dir: Path | None = None, log=print,
               executor: str | None = None, compile: bool = False, reuse_committed: bool = False) -> ReproReport:
-    """Run what `artifacts` need at `scale` (reusing finished runs) through `executor` (default: the `executor`
-    setting), then execute the artifact notebooks. `compile`: train the LM runs under torch.compile.
-    `reuse_committed`: a run whose summary is committed counts as done, so only the others train (a regeneration
-    finished across sessions or machines); by default a run is done only when its folder in `runs_dir` holds its
-    result, so that `make reproduce` on a fresh clone trains every run again."""
+    """Run what `artifacts` need at `scale` through `executor` (default: the setting), then draw them. `compile`: the
+    LM runs under torch.compile. `reuse_committed`: a run with a committed summary is done too (by default only one
+    whose folder in `runs_dir` holds its result, so that `make reproduce` on a fresh clone trains every run again)."""
     st = load_settings()
     executor = executor or st.executor
     if not redraw:
@@ -302,12 +296,10 @@ def print_plan(artifacts, scale: str, budget: float, runs_dir: Path, device_type
                figures_dir: Path | None = None, reuse_committed: bool = False):
     """The plan, what is done, and its estimated cost (in GPU-hours at the paper scale, with a warning on a CPU). On
     a CPU, a run with a committed summary costs what it took then; the others are modelled, and scaled by the timed
-    runs of their shape where there are some (`timed_ratios`). `reuse_committed`: a run
-    with a committed summary is done, as `reproduce --reuse-committed` counts it."""
+    runs of their shape where there are some (`timed_ratios`). `reuse_committed`: as `reproduce` counts it."""
     summaries = Path(figures_dir or load_settings().figures_dir) / scale / "runs"
-    committed = lambda r: reuse_committed and (summaries / f"{r.run_id}.json").is_file()
     runs = plan(artifacts, scale, budget)
-    is_over = lambda r: is_done(r, runs_dir) or committed(r)
+    is_over = lambda r: is_done(r, runs_dir) or (reuse_committed and (summaries / f"{r.run_id}.json").is_file())
     todo = [r for r in runs if not is_over(r)]
     measured = measured_throughput()
     recorded = {r.run_id: recorded_seconds(r, summaries) for r in todo} if device_type == "cpu" else {}
@@ -345,13 +337,10 @@ def drift_lines(scale: str) -> list[str]:
     "One line per embedded corpus of `scale` whose prepared text differs from the pinned one the figures used."
     from coupled_qk.corpora import corpus_dir
     from coupled_qk.embedded import drift
-    lines = []
-    for c in sorted(set(scale_spec(scale).corpora.values())):
+    def line(c):
         meta = corpus_dir(c) / "meta.json"
         try:
-            line = drift(read_state(meta, "")) if meta.is_file() else None
+            return drift(read_state(meta, "")) if meta.is_file() else None
         except StateError:
-            line = None             # an unreadable build is rebuilt by its next use; no drift to say yet
-        if line:
-            lines.append(line)
-    return lines
+            return None             # an unreadable build is rebuilt by its next use; no drift to say yet
+    return [x for c in sorted(set(scale_spec(scale).corpora.values())) if (x := line(c))]

@@ -24,8 +24,7 @@ class ScaleSpec:
     lm_tokens: int                    # token budget of one LM run
     evals: int                        # evaluations per LM run (curves: tokens-to-target, wall-clock matching)
     steps: tuple                      # integration steps for the n-steps artifact
-    budgets: tuple                    # sample efficiency: standard's token budgets (× lm_tokens), each its own
-                                      # full schedule
+    budgets: tuple                    # sample efficiency: standard's token budgets (× lm_tokens), each a full schedule
     long_budget: float                # the long_budget artifact: the main comparison at this many × lm_tokens
     sizes: tuple                      # scaling: (label, preset, model overrides)
     mqar: dict                        # MQARTrainConfig fields shared by every MQAR run
@@ -34,19 +33,15 @@ class ScaleSpec:
     glue_tasks: tuple = ("sst2", "mnli", "qnli")
     drift_corpus: str | None = None   # the main corpus at another source version (a point release); None: not here
     differential: dict = field(default_factory=dict)   # TrainConfig fields of the differential variants' LM runs only
-    sweep: dict = field(default_factory=dict)   # lr_sweep: lrs, dt_inits, seeds, `widen` / `widen_dt` (variant -> extra
-                                                # values where its best sat at the grid's edge), `chosen` (its values)
-    tuned: dict = field(default_factory=dict)   # variant -> the TrainConfig fields every LM run of it uses (lr,
-                                                # dt_init)
+    sweep: dict = field(default_factory=dict)   # lr_sweep: lrs, dt_inits, seeds, widen / widen_dt per variant, chosen
+    tuned: dict = field(default_factory=dict)   # variant -> the TrainConfig fields all its LM runs use (lr, dt_init)
     # The decided comparisons' sizes, from the power calculation (the hierarchy chapter). Empty: the main
     # table trains PRIMARY at `seeds` and the rest at `few_seeds`, every step count at `seeds`, MQAR every task at
     # `few_seeds` at `mqar['lrs']`, GLUE one fine-tune per model.
     variant_seeds: dict = field(default_factory=dict)  # main table: variant (or "standard_matched") -> its seeds
     steps_seeds: dict = field(default_factory=dict)    # n steps -> its seeds
-    steps_euler: tuple = ()                            # the step counts at which Euler trains too (n >= 4: where
-                                                       # it can differ)
-    steps_horizon: bool = False                        # n steps of Δt init / n (the tuned step's horizon); False:
-                                                       # n x as far
+    steps_euler: tuple = ()                            # step counts where Euler trains too (n >= 4: it can differ)
+    steps_horizon: bool = False                        # n steps of Δt init / n (the tuned horizon); False: n x as far
     mqar_decided: str | None = None                    # the MQAR task decided on success rate, at `mqar_seeds`
     mqar_seeds: tuple = ()
     mqar_tuned: dict = field(default_factory=dict)     # variant -> its MQAR lr (the lr_sweep's mqar stage chose it)
@@ -55,30 +50,19 @@ class ScaleSpec:
     # The finetune artifact: a pretrained model (SmolLM2-135M) adapted to the coherent and the heterogeneous corpus by
     # the coupling, by LoRA and by both. Empty `adapt`: the scale has no such artifact.
     adapt: dict = field(default_factory=dict)          # AdaptConfig fields of every adaptation run
-    adapt_sweep: dict = field(default_factory=dict)    # its lr selection: corpus (a paper corpus's role), seeds,
-                                                       # lrs per method, `widen` (method -> lrs added where its
-                                                       # best sat at an edge)
+    adapt_sweep: dict = field(default_factory=dict)    # lr selection: corpus (a role), seeds, lrs and widen per method
     adapt_tuned: dict = field(default_factory=dict)    # method -> the lr the selection chose (coupling, lora)
     adapt_seeds: tuple = ()                            # the evaluation seeds of every trained method
     # The replication artifact: secondary 1 (Hamiltonian against the parameter-matched standard) on fresh evaluation
     # seeds, a study of its own (the hierarchy chapter sizes it). Empty: none at this scale.
     replication_seeds: tuple = ()
-    # The compute-matched ladder (the scaling artifact; registry's `ladder_sizes`): `sizes` (label, model overrides),
-    # smallest first, one of them the main size ({}); `lrs` the first lr grid of each size's bracket and `seeds` its
-    # selection seeds; `widen` (size, variant) -> lrs added where a best sat at the grid's edge; `chosen` size ->
-    # variant -> lr; `pilot_seeds` the largest size's pilot pairs at its chosen lrs; `eval_seeds` size -> evaluation
-    # seeds (the design commit). Empty: no ladder at this scale.
+    # The compute-matched ladder of the scaling artifact (its fields: the markdown above). Empty: none at this scale.
     ladder: dict = field(default_factory=dict)
     note: str = ""
 
 PAPER_CORPORA = ("wikitext103", "pubmed", "openwebtext")
 
-# The lr_sweep choice, on selection seeds 100-102 by the stable rule (`stats.choose_setting`): the best
-# mean lr of standard, invertible, hamiltonian, euler and mlp_only (0.012) sits one doubling below a cliff (at 0.024
-# their seeds spread 23-59 %), so each steps down to 0.006; differential and invertible_differential keep 0.012, and
-# coupled_differential's best (0.024) sits below a cliff at 0.048, so 0.012. Δt: Hamiltonian's best mean (1.6) sits
-# below a cliff (3.2: 26 % worse, seeds 21 % apart), so 0.8; Euler and MLP-only 0.4; coupled_differential 0.05 (the
-# grid widened down to 0.025 to bracket it)
+# The lr_sweep's choice at cpu, by the stable rule (`stats.choose_setting`; why each value: the markdown above)
 CPU_SELECTED = dict(standard=dict(lr=6e-3), invertible=dict(lr=6e-3), hamiltonian=dict(lr=6e-3, dt_init=0.8),
                     euler=dict(lr=6e-3, dt_init=0.4), mlp_only=dict(lr=6e-3, dt_init=0.4), differential=dict(lr=1.2e-2),
                     invertible_differential=dict(lr=1.2e-2), coupled_differential=dict(lr=1.2e-2, dt_init=0.05))
@@ -123,36 +107,19 @@ SCALE_SPECS = {
         # a small, fast model (d 64, 2 layers, 2 heads of 32, bpe-1024) trained 4x the first release's 655k tokens
         # (2.6M): at 2.5x its last quarter still improved 8 % (pilot); 5 paired seeds on the primary comparisons
         name="cpu", preset="cpu", tokenizer="bpe-1024", corpora=EMBEDDED, seeds=(0, 1, 2, 3, 4), few_seeds=(0, 1, 2),
-        # every run scores the whole test split (44 documents; test_scoring's default); the selection runs (sweep's
-        # `lm`) its first 32,768 tokens: they were made before, validation chose, and only the power table reads
-        # their test
+        # every run scores the whole test split (44 documents); the selection runs its first 32,768 (sweep's `lm`)
         lm=dict(batch_size=32, lr=3e-3, warmup_steps=40, eval_batches=8, d_model=64, n_layers=2, n_heads=2),
         lm_tokens=32 * 128 * 640, evals=12, steps=(1, 2, 4, 7), budgets=(1, 1.25, 1.5, 2), long_budget=4.0,
         sizes=(("S", "cpu", dict(d_model=32, n_heads=2)), ("M", "cpu", {}),
                ("L", "cpu", dict(d_model=96, n_heads=2))),
-        # every task at 64 tokens (medium and hard then cost what easy costs per step), 800 steps. MQAR hard is decided
-        # on 20 seeds per variant (the most the plan allows: Cohen's h MDE 0.89), each at its lr from the sweep's
-        # MQAR stage (3e-3 for both: at 1e-3 and 1e-2 every selection seed sat at chance). Its endpoint is leaving the
-        # chance plateau, accuracy >= 0.5: on the selection seeds at 3e-3 no seed of either variant reached 0.9
-        # (standard 0.887 / 0.263 / 0.785, coupled 0.856 / 0.601 / 0.089), so a 0.9 endpoint would test nothing. At
-        # d_model 64 standard saturates every task (0.998 / 0.994 / 0.981 on easy / medium / hard, seed 0: nothing to
-        # discriminate). A pilot at seed 0 (standard / hamiltonian test accuracy): d_model 48, medium 0.941 / 0.938
-        # and hard 0.128 / 0.093; d_model 32, medium 0.171 / 0.130, hard 0.092 / 0.087 (both near chance). So
-        # d_model 48, where standard stalls on hard without sitting at chance: the claim's test is there
+        # d_model 48, where standard stalls on hard without sitting at chance (MQAR's pilots: the markdown above)
         mqar=dict(vocab_size=128, seq_len=64, n_test=1000, steps=800, eval_every=50, batch_size=64, lrs=(3e-3,),
                   d_model=48),
         mqar_tasks=("easy", "medium", "hard"),
         glue=dict(max_train=2000, max_eval=872, epochs=2, batch_size=32),
         drift_corpus="pydocs@3.11.2-6+deb12u9",    # the point release after the pinned deb12u8
-        differential=dict(subln_gain=0.1),         # at this width the reference's gain 1 starts ~10x too loud
-                                                   # (attention chapter)
-        # lrs spaced x2 around the first release's 3e-3, which the curves showed starved; selection seeds 100-102
-        # (the evaluation seeds are 0-4, MQAR's 200 on). `chosen` is what the lr_sweep artifact selected (its
-        # chosen.csv checks it). The sweep was widened where a best value sat at the grid's edge:
-        # coupled_differential's lr; Δt up to 3.2 for Hamiltonian (its best at 0.006 sat at 1.6), 0.8 for Euler and
-        # mlp_only, down to 0.025 for coupled_differential (its best sat at 0.05). Stage 3 (`pairs`) trains the
-        # secondaries' other arms. Stage 4 sweeps MQAR's lr on hard, the task that was bimodal at 3e-3 (standard
-        # 0.128 / 0.890 / 0.923)
+        differential=dict(subln_gain=0.1),         # the reference's gain 1 starts ~10x too loud here (attention)
+        # lrs x2 apart, widened where a best sat at the grid's edge; `chosen` its choice (the markdown above)
         sweep=dict(lrs=(3e-3, 6e-3, 1.2e-2, 2.4e-2), dt_inits=(0.05, 0.1, 0.2, 0.4), seeds=(100, 101, 102),
                    widen=dict(coupled_differential=(4.8e-2,)),
                    widen_dt=dict(hamiltonian=(0.8, 1.6, 3.2), euler=(0.8,), mlp_only=(0.8,),
@@ -167,48 +134,31 @@ SCALE_SPECS = {
         steps_euler=(4,), steps_horizon=True, steps_seeds={4: tuple(range(9))},
         mqar_decided="hard", mqar_seeds=tuple(range(200, 220)), mqar_tuned=dict(standard=3e-3, hamiltonian=3e-3),
         mqar_success=0.5, glue_seeds=(0, 1, 2),
-        # SmolLM2-135M adapted in its last two layers (the 28 below cached), 64 steps of 8 × 128 tokens (65,536 tokens,
-        # each window once), validation on its first 32,768 tokens, the whole test split scored. Each method's lr is
-        # chosen on pydocs (the coherent corpus) on selection seeds 100-102, ×2 apart; coupling + LoRA takes both
-        # choices
+        # SmolLM2-135M adapted in its last two layers, each window once; each method's lr chosen on pydocs, ×2 apart
         adapt=dict(top_layers=2, steps=64, batch_size=8, seq_len=128, warmup_steps=6, val_batches=32),
         adapt_sweep=dict(corpus="wikitext103", seeds=(100, 101, 102),
                          lrs=dict(coupling=(5e-3, 1e-2, 2e-2, 4e-2), lora=(5e-4, 1e-3, 2e-3, 4e-3)),
-                         # both methods' best mean sat at the grid's top edge (coupling 22.99 at 4e-2, LoRA
-                         # 20.99 at 4e-3); widened once more where LoRA's still did (19.81 at 1.6e-2)
+                         # widened where a best mean sat at the grid's top edge (the markdown above)
                          widen=dict(coupling=(8e-2, 1.6e-1), lora=(8e-3, 1.6e-2, 3.2e-2, 6.4e-2))),
-        # the selection's choice (stats.choose_setting, bracketed and stable): the coupling 4e-2 (val ppl 22.99; 1.6e-1
-        # is a cliff), LoRA 3.2e-2 (19.50; 6.4e-2 is 3.3 % worse); the finetune artifact's lr_chosen checks it
+        # the selection's stable choice; the finetune artifact's lr_chosen checks it
         adapt_tuned=dict(coupling=4e-2, lora=3.2e-2),
         adapt_seeds=(0, 1, 2),
-        # 14 pairs on seeds no run had used: the fewest whose one-sided MDE is <= 3 % at the upper 80 % bound of
-        # secondary 1's paired sd (hierarchy chapter)
+        # 14 fresh pairs: the fewest whose one-sided MDE is <= 3 % at secondary 1's paired sd's upper 80 % bound
         replication_seeds=tuple(range(10, 24)),
-        # The compute-matched ladder (issue 49): 5 sizes over 1.2 decades of standard's parameters (57,504 to
-        # 918,656), head width 32 throughout (the width Δt was tuned at), 2 layers up to d 128, then depth: a d 256
-        # model would spend a third of its parameters on the 1,024-token embedding. Each at the main size's 15.97
-        # tokens per parameter (224, 640, 1,247, 2,047 and 3,582 steps). The main size (d 64) stands on the main
-        # table's runs and the lr_sweep's selection; every other size brackets each variant's lr from the main
-        # choice's neighbours on two selection seeds (102-104 added at the largest: its pilot)
+        # The compute-matched ladder (issue 49): head width 32 throughout, depth past d 128 (why: the markdown above)
         ladder=dict(sizes=(("d32-L2", dict(d_model=32, n_heads=1)), ("d64-L2", {}),
                            ("d96-L2", dict(d_model=96, n_heads=3)), ("d128-L2", dict(d_model=128, n_heads=4)),
                            ("d128-L4", dict(d_model=128, n_layers=4, n_heads=4))),
                     lrs=(3e-3, 6e-3, 1.2e-2), seeds=(100, 101), pilot_seeds=(100, 101, 102, 103, 104),
-                    # where choose_setting's stable choice sat at the grid's edge: at d32-L2 both variants' seeds
-                    # spread more than 10 % at 6e-3 (standard 25 %, Hamiltonian 12 %), so the rule steps down to
-                    # 3e-3, the bottom; at d128-L2 Hamiltonian's best is the top, 1.2e-2 (15.68 against 15.74), and
-                    # at d128-L4 the invertible coupling's (11.78 against 11.93 at 6e-3, seeds 2.2 % apart;
-                    # widened, 2.4e-2 is worse: 12.03)
+                    # where choose_setting's stable choice sat at the grid's edge
                     widen={("d32-L2", "standard"): (1.5e-3,), ("d32-L2", "hamiltonian"): (1.5e-3,),
                            ("d128-L2", "hamiltonian"): (2.4e-2,), ("d128-L4", "invertible"): (2.4e-2,)},
-                    # the stable rule's choice per size (the scaling notebook's ladder_lr table; a test recomputes
-                    # it from the committed brackets); the main size trains at the lr_sweep's (6e-3 for both)
+                    # the stable rule's choice per size (a test recomputes it); the main size's is the lr_sweep's
                     chosen={"d32-L2": dict(standard=3e-3, hamiltonian=3e-3),
                             "d96-L2": dict(standard=6e-3, hamiltonian=6e-3),
                             "d128-L2": dict(standard=6e-3, hamiltonian=1.2e-2),
                             "d128-L4": dict(standard=6e-3, hamiltonian=6e-3, invertible=1.2e-2)},
-                    # the design (the hierarchy chapter's ladder cells): the main size on the main table's runs,
-                    # every other size on the 11 pairs the largest size's pilot asks for
+                    # the design (hierarchy chapter): the main size on the main table's runs, the others 11 pairs
                     eval_seeds={lab: tuple(range(10)) if lab == "d64-L2" else tuple(range(11))
                                 for lab in ("d32-L2", "d64-L2", "d96-L2", "d128-L2", "d128-L4")}),
         note="real small-scale results on a 2-core laptop"),
