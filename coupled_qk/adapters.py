@@ -32,8 +32,7 @@ def _view(module: nn.Module, **parts) -> nn.Module:
     return v
 
 def split_at(model: nn.Module, start: int) -> tuple[nn.Module, nn.Module]:
-    """(prefix, suffix) of a Llama-family causal LM at layer `start`: prefix(input_ids=x).last_hidden_state is the
-    hidden state entering layer `start`; suffix(inputs_embeds=h).logits continues from it to the logits."""
+    "(prefix, suffix) of a Llama-family causal LM at layer `start`, sharing its modules (see above)."
     base = _llama(model)
     layers, L = base.model.layers, len(base.model.layers)
     if not 0 < start < L:
@@ -42,13 +41,9 @@ def split_at(model: nn.Module, start: int) -> tuple[nn.Module, nn.Module]:
         c = copy.copy(base.config)
         c.num_hidden_layers = n
         return c
-    prefix = _view(base.model, layers=nn.ModuleList(layers[:start]), norm=nn.Identity())
-    prefix.config = config(start)
-    inner = _view(base.model, layers=nn.ModuleList(layers[start:]))
-    inner.config = config(L - start)
-    suffix = _view(base, model=inner)
-    suffix.config = inner.config
-    return prefix, suffix
+    prefix = _view(base.model, layers=nn.ModuleList(layers[:start]), norm=nn.Identity(), config=config(start))
+    inner = _view(base.model, layers=nn.ModuleList(layers[start:]), config=config(L - start))
+    return prefix, _view(base, model=inner, config=inner.config)
 
 # %% ../nbs/14d_adapters.ipynb #839333a1
 def top_layers(model: nn.Module, k: int) -> list[int]:
@@ -62,14 +57,10 @@ def top_layers(model: nn.Module, k: int) -> list[int]:
 def coupling_count(model: nn.Module, cfg) -> int:
     "The parameters the coupling adds to the top layers: one `hf.QKCoupling` per layer, counted on its own."
     from coupled_qk.attention import AttentionConfig
-    from coupled_qk.hf import QKCoupling
-    total = 0
-    for i in top_layers(model, cfg.top_layers):
-        attn = _llama(model).model.layers[i].self_attn
-        c = QKCoupling(AttentionConfig(cfg.variant, n_steps=cfg.n_steps, dt_init=0.0), attn.config.num_attention_heads,
-                       attn.config.num_key_value_heads, attn.head_dim)
-        total += sum(p.numel() for p in c.parameters())
-    return total
+    from coupled_qk.hf import QKCoupling, _heads
+    attns = [_llama(model).model.layers[i].self_attn for i in top_layers(model, cfg.top_layers)]
+    acfg = AttentionConfig(cfg.variant, n_steps=cfg.n_steps, dt_init=0.0)
+    return sum(p.numel() for a in attns for p in QKCoupling(acfg, *_heads(a), a.head_dim).parameters())
 
 def lora_per_rank(model: nn.Module, cfg) -> int:
     "Trainable numbers of a rank-1 LoRA on the top layers' `lora_targets`: the sum of d_in + d_out."
@@ -89,11 +80,9 @@ def matched_rank(model: nn.Module, cfg) -> int:
     return max(1, round(coupling_count(model, cfg) / lora_per_rank(model, cfg)))
 
 def build_method(model: nn.Module, cfg) -> tuple[nn.Module, list[dict]]:
-    """The method's model (the base frozen; the coupling, LoRA or both on the top layers) and its AdamW groups, each
-    with its peak learning rate under `peak` (LoRA's with its `rank`). zero_shot: the model as it is, no group."""
+    "The method's model (the base frozen, the adapter on the top layers) and its AdamW groups, each with its `peak`."
     from coupled_qk.hf import add_coupling, coupling_parameters
-    for p in model.parameters():
-        p.requires_grad_(False)
+    model.requires_grad_(False)
     layers, groups = top_layers(model, cfg.top_layers), []
     if cfg.method in ("coupling", "coupling_lora"):
         torch.manual_seed(cfg.seed)

@@ -38,20 +38,17 @@ class CoupledQKConfig(PretrainedConfig):
     "transformers' config of this project's decoder: `gpt` is the GPTConfig as a dict (its attention variant included)."
     model_type = "coupled_qk"
     def __init__(self, gpt: dict | None = None, **kw):
-        self.gpt = asdict(GPTConfig(**(gpt or {})))          # checked, and complete: every field written out
-        g = self.gpt
+        g = self.gpt = asdict(GPTConfig(**(gpt or {})))      # checked, and complete: every field written out
         self.vocab_size, self.max_position_embeddings = g["vocab_size"], g["seq_len"]
         self.hidden_size, self.num_hidden_layers, self.num_attention_heads = g["d_model"], g["n_layers"], g["n_heads"]
         kw.setdefault("tie_word_embeddings", g["tie_embeddings"])
         kw.setdefault("use_cache", False)
         super().__init__(**kw)
 
-
 class CoupledQKForCausalLM(PreTrainedModel, GenerationMixin):
     "Our GPT as a transformers causal LM: logits, the loss from `labels`, `generate` without a KV cache."
     config_class = CoupledQKConfig
     base_model_prefix = "gpt"
-    main_input_name = "input_ids"
     def __init__(self, config: CoupledQKConfig):
         super().__init__(config)
         self.gpt = GPT(GPTConfig(**config.gpt))
@@ -72,10 +69,8 @@ class CoupledQKForCausalLM(PreTrainedModel, GenerationMixin):
             raise ValueError("coupled_qk models have no padding mask: pad on the right (tokenizer.padding_side = "
                              "'right'), not on the left")
         logits, _ = self.gpt(input_ids)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.size(-1)), labels[:, 1:].reshape(-1),
-                                   ignore_index=-100)
+        loss = None if labels is None else F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.size(-1)),
+                                                           labels[:, 1:].reshape(-1), ignore_index=-100)
         return CausalLMOutput(loss=loss, logits=logits)
     def prepare_inputs_for_generation(self, input_ids: torch.Tensor, **kw) -> dict:
         "The last seq_len tokens, as GPT.generate feeds them (no cache: the whole window every step)."
@@ -223,8 +218,7 @@ TASK_UTILS = ("def process_results(doc, results):\n"
               '    return {"token_perplexity": (results[0], doc["n_tokens"])}\n')
 
 def scored_windows(n_tokens: int, cfg: TrainConfig, split: str = "test", world_size: int = 1) -> int:
-    """How many windows of seq_len the run `cfg` (trained on `world_size` processes) scores of a split of `n_tokens`
-    tokens: all of the test split when its test_scoring is "full", else at most `eval_batches` batches a process."""
+    "How many windows of seq_len the run `cfg` (on `world_size` processes) scores of a split of `n_tokens` tokens."
     w = (n_tokens - 1) // cfg.block_size
     if cfg.eval_batches is None or (split == "test" and cfg.test_scoring == "full"):
         return w
@@ -247,8 +241,7 @@ def local_task(folder: Path, corpus: str, split: str, tok: TextTokenizer, cfg: T
     return name, s[0]
 
 def harness_perplexity(run: str | Path, corpus: str | None = None, split: str = "test", batch_size: int = 8) -> dict:
-    """lm-evaluation-harness's token perplexity of the finished LM run `run` on `corpus`'s `split` (default: the
-    run's corpus), scored on the tokens our evaluation scores; beside it, the run's own number where it has one."""
+    "lm-evaluation-harness's token perplexity of the finished LM run `run` on `corpus`'s `split`, beside the run's own."
     try:
         from lm_eval import simple_evaluate
         from lm_eval.models.huggingface import HFLM

@@ -26,7 +26,7 @@ if transformers.__version__.split(".")[0] != "5":
                       "in the project (make setup installs it)")
 from .attention import DIFFERENTIAL, AttentionConfig, dynamics_of
 from .invertible import InvertibleCoupling
-from .settings import ConfigError, UserError
+from .settings import ConfigError, UserError, check_choice
 from .provenance import atomic_write, read_state, replacing
 
 # %% auto #0
@@ -40,9 +40,7 @@ HF_VARIANTS = ("hamiltonian", "euler", "mlp_only", "invertible")
 HF_MODELS = ("GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
 
 class QKCoupling(nn.Module):
-    """One attention layer's coupling of each token's (q, k): queries (B, H, T, d), keys (B, H_kv, T, d). With
-    grouped-query attention (H = G·H_kv) each query head runs the coupling with its own copy of its group's key,
-    and the group's key moves by the mean of its G copies' displacements."""
+    "One attention layer's coupling of each token's (q, k): queries (B, H, T, d), keys (B, H_kv, T, d), H = G·H_kv."
     def __init__(self, cfg: AttentionConfig, n_heads: int, n_kv_heads: int, head_dim: int):
         super().__init__()
         if n_heads % n_kv_heads:
@@ -97,12 +95,9 @@ class LlamaFamilyCoupled:
                 past_key_values=None, **kwargs):
         cache = past_key_values if cache is None else cache
         mod, shape = self.modeling, (*hidden_states.shape[:-1], -1, self.head_dim)
-        q = self.q_proj(hidden_states).view(shape).transpose(1, 2)
-        k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
-        v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+        q, k, v = (p(hidden_states).view(shape).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
         q, k = self.coupling(q, k)                         # before rotary: the coupling sees position-free vectors
-        cos, sin = position_embeddings
-        q, k = mod.apply_rotary_pos_emb(q, k, cos, sin)
+        q, k = mod.apply_rotary_pos_emb(q, k, *position_embeddings)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
         attend = mod.ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation,
@@ -150,8 +145,7 @@ def attention_layers(model: nn.Module) -> list[nn.Module]:
     return found
 
 def _layer_indices(layers, found: list[nn.Module]) -> set[int] | None:
-    """`layers` checked once, before anything is coupled: None (every layer), or a non-empty collection (list, tuple,
-    set, range) of the model's attention layer indices. Each refusal is one line."""
+    "`layers` checked before anything is coupled: None (every layer), or a non-empty collection of layer indices."
     if layers is None:
         return None
     valid = sorted(m.layer_idx for m in found)
@@ -176,14 +170,11 @@ def _layer_indices(layers, found: list[nn.Module]) -> set[int] | None:
     return wanted
 
 def add_coupling(model: nn.Module, variant: str = "hamiltonian", layers=None, **fields) -> nn.Module:
-    """Add a per-head coupling of (q, k) to every self-attention layer of `model`, or those whose `layer_idx` is in
-    `layers` (a list of indices), in place; `fields` are `AttentionConfig`'s. Δt starts at 0 (`dt_init=0.0`): every
-    variant starts as the identity. Returns the model."""
+    "Couple (q, k) per head in every self-attention layer of `model` (or those in `layers`), in place; the model."
     if variant in DIFFERENTIAL:
         raise ValueError(f"{variant!r} needs Differential Attention's heads (H/2 heads of two softmax maps), which "
                          f"this model does not have; add_coupling offers {', '.join(HF_VARIANTS)}")
-    if variant not in HF_VARIANTS:
-        raise ValueError(f"unknown coupling variant {variant!r}; valid: {', '.join(HF_VARIANTS)}")
+    check_choice("coupling variant", variant, HF_VARIANTS, "variant")
     fields = {"dt_init": 0.0, **fields}
     cfg = AttentionConfig(variant, **fields)
     found = attention_layers(model)
@@ -208,9 +199,7 @@ def _base(model: nn.Module) -> nn.Module:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 def couplings(model: nn.Module) -> dict[str, QKCoupling]:
-    """Each coupled layer's `QKCoupling` by its name in the plain model (`model.layers.0.self_attn.coupling`). In a
-    PEFT model that trains the coupling (`modules_to_save=["coupling"]`), the active adapter's trainable copy, not
-    the frozen original PEFT keeps beside it. A model whose config records a coupling it does not have is refused."""
+    "Each coupled layer's `QKCoupling` by its name in the plain model; in a PEFT model, its trainable copy."
     base, out, inside = _base(model), {}, None
     for name, m in base.named_modules():
         if inside and name.startswith(inside):
@@ -229,14 +218,12 @@ def couplings(model: nn.Module) -> dict[str, QKCoupling]:
     return out
 
 def coupling_parameters(model: nn.Module) -> list[nn.Parameter]:
-    """The parameters `add_coupling` added: an optimizer group of their own, or the only ones to train. In a PEFT
-    model (`modules_to_save=["coupling"]`), the trainable copies only."""
+    "The parameters `add_coupling` added (in a PEFT model, the trainable copies only)."
     return [p for m in couplings(model).values() for p in m.parameters()]
 
 # %% ../nbs/14_hf.ipynb #2653fa22
 def coupling_state_dict(model: nn.Module) -> dict[str, Tensor]:
-    """The coupling's entries of the plain model's `state_dict()`: keys with a `.coupling.` module in their path, as
-    `save_pretrained` writes them. In a PEFT model, the trainable copies' weights under those same keys."""
+    "The coupling's entries of the plain model's `state_dict()` (in a PEFT model, the trainable copies' weights)."
     return {f"{name}.{k}": v for name, m in couplings(model).items() for k, v in m.state_dict().items()}
 
 def coupling_settings(model: nn.Module) -> dict:
@@ -244,9 +231,7 @@ def coupling_settings(model: nn.Module) -> dict:
     return dict(getattr(_base(model).config, "coupled_qk", None) or {})
 
 def save_coupling(model: nn.Module, folder: str | Path) -> Path:
-    """Write the coupling alone into `folder`: its settings (`coupling.json`) and weights (`coupling.safetensors`,
-    keys as `coupling_state_dict` names them), from a plain or a PEFT model. `load_coupling` reads it back; beside
-    a PEFT adapter saved into the same folder it records how to couple the base model again."""
+    "Write the coupling alone into `folder`: `coupling.json` (its settings) and `coupling.safetensors` (its weights)."
     state = coupling_state_dict(model)
     if not state:
         raise UserError("the model has no coupling to save: add_coupling adds one")
@@ -260,9 +245,7 @@ def save_coupling(model: nn.Module, folder: str | Path) -> Path:
 _FUNCTION_FIELDS = {False: ("n_steps", "hidden", "force", "shared_force"), True: ("coupling_hidden", "scale_bound")}
 
 def _function_settings(settings: dict) -> dict:
-    """The settings that decide the function a coupling computes, `AttentionConfig`'s defaults filled in: the variant,
-    the layers, and the variant's shape fields. Δt's start (`dt_init`), `learn_dt` and `recompute` do not decide it
-    (the weights hold Δt)."""
+    "The settings that decide the function a coupling computes (variant, layers, shape fields), defaults filled in."
     s = dict(settings)
     variant, layers = s.pop("variant", None), s.pop("layers", None)
     cfg = AttentionConfig(variant, **s) if variant in HF_VARIANTS else None
@@ -292,11 +275,7 @@ def _saved_coupling(folder: Path) -> tuple[dict | None, list[Path]]:
     return config.get("coupled_qk"), _checkpoint_files(folder)
 
 def load_coupling(model: nn.Module, folder: str | Path) -> nn.Module:
-    """Load the coupling saved in `folder` (by `save_pretrained` of a coupled model, or by `save_coupling`) into
-    `model`, which `add_coupling` has coupled with the same settings (`model.config.coupled_qk`); into a PEFT model's
-    trainable copies. Settings that decide another function (variant, layers, n_steps, hidden, force, shared_force;
-    coupling_hidden, scale_bound) are refused in one line naming them, and so is a missing or misshapen weight.
-    Returns the model."""
+    "Load the coupling saved in `folder` into `model`, coupled by `add_coupling` with the same settings; the model."
     folder = Path(folder)
     saved, files = _saved_coupling(folder)
     if not saved:

