@@ -54,7 +54,7 @@ class ArtifactWriter:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.params, self.files, self.runs, self.notes = dict(params or {}), [], [], []
         self.fingerprints, self.versions = {}, {}       # corpus -> fingerprint, and the sources it was built from
-        np.random.seed(0)             # seaborn's stripplot jitters its dots with numpy's global RNG: a redraw is the same
+        np.random.seed(0)             # stripplot jitters its dots with numpy's global RNG: a redraw draws the same
     def figure(self, fig, name: str, close: bool = True) -> Path:
         "Save `fig` as name.png and name.pdf."
         for ext in ("png", "pdf"):
