@@ -23,10 +23,10 @@ __all__ = ['unavailable', 'prepare_corpora', 'prepare_data', 'prepare_adapt', 'R
            'execute_runs', 'to_train', 'draw_artifacts', 'reproduce', 'print_plan', 'drift_lines']
 
 # %% ../nbs/09b_runner.ipynb #03683212
-def unavailable(artifacts, scale: str) -> dict[str, str]:
-    "Artifacts that cannot be made here, each with one line saying why and how to enable it."
+def unavailable(artifacts, scale: str, redraw: bool = False) -> dict[str, str]:
+    "Artifacts that cannot be made here, each with one line saying why and how to enable it (a redraw needs no GLUE)."
     out = {}
-    if "glue" in artifacts and scale != "paper" and glue_dir_for() is None:
+    if "glue" in artifacts and scale != "paper" and not redraw and glue_dir_for() is None:
         out["glue"] = ("skipped glue: no GLUE data here; to make it, set local_glue in settings.ini (or "
                        "COUPLED_QK_LOCAL_GLUE) to a folder holding SST-2/, MNLI/ and QNLI/ in GLUE's layout")
     for a, field_ in (("drift", "drift_corpus"), ("finetune", "adapt")):    # measured only where the scale has one
@@ -263,7 +263,7 @@ def reproduce(artifacts=None, scale: str = "cpu", jobs: int = 1, budget: float =
     writable_dir(figures_dir, "figures_dir")
     if not redraw:
         writable_dir(runs_dir, "runs_dir")
-    rep = ReproReport(scale, artifacts, skipped=unavailable(artifacts, scale))
+    rep = ReproReport(scale, artifacts, skipped=unavailable(artifacts, scale, redraw))
     artifacts = [a for a in artifacts if a not in rep.skipped]
     # a Debian version that nobody serves skips the artifacts that read it
     rep.skipped.update(prepare_corpora(scale, artifacts, budget) if not redraw else {})
