@@ -1,5 +1,6 @@
 """Project hygiene: the package is the notebooks' export, the notebooks are clean, and CI runs the README's test
 command. (That pyproject.toml, the locks and environment.yml agree: tests/test_environment.py.)"""
+import ast
 import json
 import re
 import shutil
@@ -58,6 +59,29 @@ def test_ruff_clean():
     r = subprocess.run([BIN / "ruff", "check", "--output-format", "concise", "coupled_qk", "scripts"], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-1000:]
+
+
+MODULE_LINES, FUNCTION_LINES = 450, 60         # the rooms: past these, a module or function is split by responsibility
+
+
+def oversized(path: Path) -> list[str]:
+    "What in `path` is over the rooms' limits: the module's line count, then each function's."
+    src = path.read_text(encoding="utf-8")
+    out = [f"{path.name}: {n} lines"] if (n := len(src.splitlines())) > MODULE_LINES else []
+    funcs = [f for f in ast.walk(ast.parse(src)) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return out + [f"{path.name}:{f.lineno} {f.name}: {f.end_lineno - f.lineno + 1} lines" for f in funcs
+                  if f.end_lineno - f.lineno + 1 > FUNCTION_LINES]
+
+
+def test_modules_and_functions_fit_their_rooms(tmp_path):
+    """Every exported module and script is at most 450 lines and every function in them at most 60: split in the
+    notebooks, by responsibility (a new module is a chapter of its own)."""
+    files = [p for p in sorted((ROOT / "coupled_qk").glob("*.py")) + sorted((ROOT / "scripts").glob("*.py"))
+             if p.name != "_modidx.py"]
+    assert len(files) > 10 and not [x for p in files for x in oversized(p)], [x for p in files for x in oversized(p)]
+    big = tmp_path / "big.py"                      # the check can fail: a 61-line function in a 461-line module
+    big.write_text("def f():\n" + "    x = 1\n" * 60 + "\n" * 400)
+    assert len(oversized(big)) == 2, oversized(big)
 
 
 def test_index_is_the_readme():
